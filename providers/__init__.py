@@ -1,0 +1,1 @@
+"""Compute backends behind one interface (`providers.base.Provider`)."""

@@ -1,0 +1,81 @@
+"""GPU requests and the minMemory floor the platform derives from annotations."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.identity import ANNOTATION_DATASET_BYTES, ANNOTATION_MODEL
+from reconciler.quantities import TIB, parse_quantity
+
+_REQUEST = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*?)(!?)(?::([1-9][0-9]*))?$")
+# The seeds' table: model size in billions of parameters -> minimum memory per GPU.
+# Sizes between two rows take the larger floor: a 30B model does not fit where 14B does.
+_MODEL_FLOORS = ((8, "24Gi"), (14, "32Gi"), (40, "48Gi"), (72, "80Gi"))
+_SMALLEST_FLOORED_MODEL = 7
+_MODEL_SIZE = re.compile(r"(?<![0-9.])(\d+(?:\.\d+)?)[bB](?![a-zA-Z0-9])")
+_DATASET_FLOOR = "80Gi"
+
+
+@dataclass(frozen=True)
+class GpuRequest:
+    type: str | None
+    count: int = 1
+    exact: bool = False
+    min_memory: str | None = None
+
+
+def parse_gpu_request(value: Any) -> GpuRequest | None:
+    """`L4`, `H100:8`, `H100!` or `{type, count, minMemory}`; None when malformed."""
+    if isinstance(value, str):
+        m = _REQUEST.match(value)
+        if not m:
+            return None
+        return GpuRequest(m.group(1), int(m.group(3) or 1), bool(m.group(2)))
+    if isinstance(value, dict):
+        gpu_type = value.get("type")
+        exact = isinstance(gpu_type, str) and gpu_type.endswith("!")
+        return GpuRequest(
+            gpu_type.rstrip("!") if isinstance(gpu_type, str) else None,
+            int(value.get("count", 1)) if isinstance(value.get("count", 1), int) else 1,
+            exact,
+            value.get("minMemory"),
+        )
+    return None
+
+
+def model_floor(model: str) -> str | None:
+    """The floor for a model name such as `meta-llama/Llama-3.1-8B`."""
+    sizes = [float(m) for m in _MODEL_SIZE.findall(model)]
+    if not sizes:
+        return None
+    size = max(sizes)
+    if size < _SMALLEST_FLOORED_MODEL:
+        return None
+    for limit, floor in _MODEL_FLOORS:
+        if size <= limit:
+            return floor
+    return _MODEL_FLOORS[-1][1]
+
+
+def effective_min_memory(spec: dict[str, Any], annotations: dict[str, Any] | None) -> str | None:
+    """The minimum GPU memory a Job gets: its own `minMemory`, or, when it names neither a
+    GPU type nor minMemory, the floor from `nodus.dev/model` and `nodus.dev/dataset-bytes`."""
+    resources = spec.get("resources") if isinstance(spec, dict) else None
+    gpu = resources.get("gpu") if isinstance(resources, dict) else None
+    request = parse_gpu_request(gpu) if gpu is not None else None
+    if request is not None and request.min_memory:
+        return request.min_memory
+    if request is not None and request.type:
+        return None
+    annotations = annotations if isinstance(annotations, dict) else {}
+    floors = []
+    model = annotations.get(ANNOTATION_MODEL)
+    if isinstance(model, str) and (floor := model_floor(model)):
+        floors.append(floor)
+    dataset = annotations.get(ANNOTATION_DATASET_BYTES)
+    dataset_bytes = parse_quantity(str(dataset)) if dataset is not None else None
+    if dataset_bytes is not None and dataset_bytes > TIB:
+        floors.append(_DATASET_FLOOR)
+    return max(floors, key=parse_quantity) if floors else None

@@ -1,0 +1,56 @@
+"""Resource identity: the one key used by manifests, plan, state and journal."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+API_VERSION = "nodus.dev/v1"
+
+
+class Kind(StrEnum):
+    JOB = "Job"
+    PIPELINE = "Pipeline"
+    SWEEP = "Sweep"
+
+
+KINDS = tuple(k.value for k in Kind)
+
+
+@dataclass(frozen=True, order=True, slots=True)
+class ResourceKey:
+    """`(kind, project, name)`; the project comes from the repo binding, never the manifest."""
+
+    kind: str
+    project: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.project}/{self.name}"
+
+    @property
+    def short(self) -> str:
+        """`Kind/name`, how people refer to a resource inside one project."""
+        return f"{self.kind}/{self.name}"
+
+    @classmethod
+    def parse(cls, text: str) -> ResourceKey:
+        kind, project, name = text.split("/", 2)
+        return cls(kind, project, name)
+
+
+# Labels and annotations every created resource carries (see DESIGN.md, ownership).
+LABEL_MANAGED_BY = "nodus.dev/managed-by"
+MANAGED_BY_VALUE = "nodus-gitops"
+LABEL_INSTANCE = "nodus.dev/instance"
+LABEL_PIPELINE = "nodus.dev/pipeline"
+LABEL_SWEEP = "nodus.dev/sweep"
+ANNOTATION_SOURCE_REPO = "nodus.dev/source-repo"
+ANNOTATION_SOURCE_COMMIT = "nodus.dev/source-commit"
+ANNOTATION_SOURCE_FILE = "nodus.dev/source-file"
+ANNOTATION_SPEC_HASH = "nodus.dev/spec-hash"
+# Annotations a user sets on a manifest to steer the reconciler.
+ANNOTATION_ON_CHANGE = "nodus.dev/on-change"
+ANNOTATION_PRUNE = "nodus.dev/prune"
+ANNOTATION_MODEL = "nodus.dev/model"
+ANNOTATION_DATASET_BYTES = "nodus.dev/dataset-bytes"

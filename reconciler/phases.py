@@ -1,0 +1,64 @@
+"""The platform's phases and reasons (seeds: Jobs, Pipelines and Sweeps pages)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Phase(StrEnum):
+    QUEUED = "Queued"
+    PROVISIONING = "Provisioning"
+    RUNNING = "Running"
+    RECOVERING = "Recovering"
+    SUSPENDING = "Suspending"
+    SUSPENDED = "Suspended"
+    CANCELLING = "Cancelling"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    CANCELLED = "Cancelled"
+
+
+TERMINAL_PHASES = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED})
+
+
+def is_terminal(phase: str | None) -> bool:
+    return phase in TERMINAL_PHASES
+
+
+class Reason(StrEnum):
+    BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+    OOM_KILLED = "OOMKilled"
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+    CAPACITY_UNAVAILABLE = "CapacityUnavailable"
+    IMAGE_PULL_FAILED = "ImagePullFailed"
+    INVALID_OUTPUT_PATH = "InvalidOutputPath"
+    NO_PROGRESS = "NoProgress"
+    STORAGE_UNAVAILABLE = "StorageUnavailable"
+    RECOVERY_LIMIT_EXCEEDED = "RecoveryLimitExceeded"
+    MAX_COST_REACHED = "MaxCostReached"
+    INSUFFICIENT_CREDITS = "InsufficientCredits"
+    BUDGET_EXCEEDED = "BudgetExceeded"
+    SUSPEND_FAILED = "SuspendFailed"
+    STAGE_FAILED = "StageFailed"
+    CELLS_FAILED = "CellsFailed"
+
+
+# What to change, per failure reason, as the seeds' table says it.
+FIXES: dict[str, str] = {
+    Reason.BACKOFF_LIMIT_EXCEEDED: "read the logs of the failed runs; fix the command or raise "
+    "spec.backoffLimit",
+    Reason.OOM_KILLED: "request more spec.resources.memory or a larger GPU",
+    Reason.DEADLINE_EXCEEDED: "raise or remove spec.timeout",
+    Reason.CAPACITY_UNAVAILABLE: "request a GPU that exists here or raise "
+    "spec.placement.queueTimeout",
+    Reason.IMAGE_PULL_FAILED: "use an image the backend knows (map it in the config's "
+    "images)",
+    Reason.INVALID_OUTPUT_PATH: "write every declared output under /nodus/outputs, or remove it "
+    "from spec.outputs",
+    Reason.NO_PROGRESS: "save checkpoints more often or raise recovery.minProgressDuration",
+    Reason.STORAGE_UNAVAILABLE: "run the Job again later",
+    Reason.RECOVERY_LIMIT_EXCEEDED: "raise spec.recovery.maxAttempts or use steadier capacity",
+    Reason.MAX_COST_REACHED: "raise spec.maxCostUSD to continue",
+    Reason.STAGE_FAILED: "read the failed stages' reasons with describe job/<pipeline>-<stage>",
+    Reason.CELLS_FAILED: "read the failed cells' reasons with describe job/<sweep>-<index>",
+}

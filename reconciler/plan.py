@@ -1,0 +1,296 @@
+"""The plan: a pure diff of what Git asks for against what the reconciler recorded.
+
+`plan(desired, inventory, observed, options) -> Plan`. No I/O, no clock, no randomness:
+the same inputs give the same plan, byte for byte. The pull-request check, the `plan`
+command and the applying loop all call this one function.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from enum import StrEnum
+from typing import Any
+
+from reconciler.identity import ResourceKey
+from reconciler.options import OnChange, ResourceOptions
+from reconciler.phases import Phase, is_terminal
+from reconciler.quantities import parse_usd
+
+# Fields the platform changes on a live resource (seeds); everything else is immutable.
+PATCHABLE_SPEC_FIELDS = frozenset(
+    {"maxCostUSD", "timeout", "activeDeadlineSeconds", "state", "ttlSecondsAfterFinished"}
+)
+PATCHABLE_METADATA_FIELDS = frozenset({"labels", "annotations"})
+
+
+class ActionType(StrEnum):
+    CREATE = "create"
+    PATCH = "patch"
+    REPLACE = "replace"
+    DELETE = "delete"
+    NOOP = "noop"
+    BLOCKED = "blocked"
+
+
+# Apply order: deletes last, so a failed create never follows a delete of its replacement.
+_ORDER = {ActionType.CREATE: 0, ActionType.REPLACE: 1, ActionType.PATCH: 2, ActionType.NOOP: 3,
+          ActionType.BLOCKED: 4, ActionType.DELETE: 5}
+
+
+def spec_hash(manifest: Mapping[str, Any]) -> str:
+    """Identity of a run: the spec only (labels and annotations patch in place)."""
+    canonical = json.dumps(manifest.get("spec", {}), sort_keys=True, separators=(",", ":"),
+                           ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Desired:
+    """One valid manifest from the commit being planned."""
+
+    key: ResourceKey
+    manifest: dict[str, Any]
+    file: str
+    spec_hash: str
+
+    @classmethod
+    def of(cls, key: ResourceKey, manifest: dict[str, Any], file: str) -> Desired:
+        return cls(key, manifest, file, spec_hash(manifest))
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What the inventory says the reconciler created."""
+
+    key: ResourceKey
+    manifest: dict[str, Any]
+    spec_hash: str
+    file: str
+    phase: str | None = None
+
+
+@dataclass(frozen=True)
+class Live:
+    """What the backend reports now; absent from `observed` when not looked up."""
+
+    exists: bool
+    phase: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class PlanOptions:
+    """The binding's guards (see DESIGN.md, pruning)."""
+
+    allow_empty: bool = False
+    max_deletions: int = 10
+    self_heal: bool = False
+
+
+@dataclass(frozen=True)
+class Change:
+    path: str
+    old: Any
+    new: Any
+
+
+@dataclass(frozen=True)
+class Action:
+    action: ActionType
+    key: ResourceKey
+    file: str
+    changes: tuple[Change, ...] = ()
+    reason: str = ""
+    spec_hash: str = ""
+    manifest: dict[str, Any] | None = field(default=None, compare=False)
+    # A noop that still updates the inventory (a renamed file, an ignored change).
+    record: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "action": self.action.value,
+            "kind": self.key.kind,
+            "name": self.key.name,
+            "file": self.file,
+            "changes": [asdict(c) for c in self.changes],
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class Plan:
+    actions: tuple[Action, ...]
+
+    def by_type(self, action: ActionType) -> list[Action]:
+        return [a for a in self.actions if a.action == action]
+
+    @property
+    def has_changes(self) -> bool:
+        return any(a.action not in (ActionType.NOOP, ActionType.BLOCKED) for a in self.actions)
+
+    @property
+    def blocked(self) -> list[Action]:
+        return self.by_type(ActionType.BLOCKED)
+
+    def summary(self) -> dict[str, int]:
+        counts = {t.value: 0 for t in ActionType}
+        for a in self.actions:
+            counts[a.action.value] += 1
+        return counts
+
+    def to_json(self, commit: str, problems: Iterable[dict] = ()) -> str:
+        return json.dumps({"commit": commit, "actions": [a.as_dict() for a in self.actions],
+                           "problems": list(problems)}, sort_keys=True, indent=2,
+                          ensure_ascii=False, default=str)
+
+
+def diff(old: Any, new: Any, path: str = "") -> list[Change]:
+    """Field-level changes between two JSON values, in a stable order."""
+    if isinstance(old, dict) and isinstance(new, dict):
+        changes = []
+        for k in sorted(set(old) | set(new), key=str):
+            sub = f"{path}.{k}" if path else str(k)
+            if k not in old:
+                changes.append(Change(sub, None, new[k]))
+            elif k not in new:
+                changes.append(Change(sub, old[k], None))
+            else:
+                changes.extend(diff(old[k], new[k], sub))
+        return changes
+    return [] if old == new else [Change(path, old, new)]
+
+
+def _patchable(change: Change) -> bool:
+    parts = change.path.split(".")
+    if parts[0] == "spec":
+        return len(parts) >= 2 and parts[1] in PATCHABLE_SPEC_FIELDS
+    if parts[0] == "metadata":
+        return len(parts) >= 2 and parts[1] in PATCHABLE_METADATA_FIELDS
+    return False
+
+
+def _lowered_cap(changes: list[Change]) -> Change | None:
+    for c in changes:
+        if c.path == "spec.maxCostUSD" and c.new is not None:
+            old = parse_usd(c.old) if c.old is not None else None
+            new = parse_usd(c.new)
+            # No cap before means unlimited: any new cap lowers it.
+            if new is not None and (old is None or Decimal(new) < Decimal(old)):
+                return c
+    return None
+
+
+def _plan_changed(d: Desired, r: Recorded, live: Live | None) -> Action:
+    changes = diff(r.manifest, d.manifest)
+    phase = live.phase if live and live.exists else r.phase
+    base = {"key": d.key, "file": d.file, "changes": tuple(changes), "spec_hash": d.spec_hash,
+            "manifest": d.manifest}
+    immutable = [c for c in changes if not _patchable(c)]
+    if immutable:
+        policy = ResourceOptions.from_manifest(d.manifest).on_change
+        fields = ", ".join(c.path for c in immutable)
+        if policy == OnChange.REPLACE:
+            return Action(ActionType.REPLACE, reason=f"{fields} cannot change in place "
+                          "(nodus.dev/on-change: Replace): the old run is deleted with its "
+                          "outputs, then a new run is created", **base)
+        if policy == OnChange.IGNORE:
+            return Action(ActionType.NOOP, reason=f"change to {fields} ignored "
+                          "(nodus.dev/on-change: Ignore)", record=True, **base)
+        return Action(ActionType.BLOCKED, reason=f"{fields} cannot change on an existing "
+                      f"{d.key.kind}; set the annotation nodus.dev/on-change: Replace to delete "
+                      "and re-create it, or Ignore to keep the current run", **base)
+    lowered = _lowered_cap(changes)
+    if lowered is not None:
+        return Action(ActionType.BLOCKED, reason=f"spec.maxCostUSD {lowered.old or 'unset'} -> "
+                      f"{lowered.new}: the cap can only be raised", **base)
+    if is_terminal(phase):
+        return Action(ActionType.NOOP, reason=f"finished ({phase}): in-place changes have no "
+                      "effect on a finished run", record=True, **base)
+    return Action(ActionType.PATCH, **base)
+
+
+def _plan_unchanged(d: Desired, r: Recorded, live: Live | None, options: PlanOptions) -> Action:
+    record = r.file != d.file
+    base = {"key": d.key, "file": d.file, "spec_hash": d.spec_hash, "manifest": d.manifest,
+            "record": record}
+    moved = f"moved from {r.file}" if record else ""
+    if is_terminal(r.phase) or live is None:
+        return Action(ActionType.NOOP, reason=moved, **base)
+    wanted = d.manifest.get("spec", {}).get("state", "Running")
+    if not live.exists:
+        return Action(ActionType.NOOP, reason="drift: missing from the backend", **base)
+    drift = _drift(wanted, live)
+    if not drift:
+        return Action(ActionType.NOOP, reason=moved, **base)
+    if options.self_heal and live.phase not in (Phase.CANCELLED, Phase.CANCELLING):
+        return Action(ActionType.PATCH, reason=f"self-heal: {drift}",
+                      changes=(Change("spec.state", live.phase, wanted),),
+                      **{k: v for k, v in base.items() if k != "record"})
+    return Action(ActionType.NOOP, reason=f"drift: {drift}", **base)
+
+
+def _drift(wanted: str, live: Live) -> str:
+    """Where the live phase contradicts `spec.state` in Git (changed from outside)."""
+    phase = live.phase
+    if phase in (Phase.CANCELLED, Phase.CANCELLING) and wanted != "Cancelled":
+        return f"live phase {phase} but spec.state is {wanted}"
+    if phase in (Phase.SUSPENDED, Phase.SUSPENDING) and wanted == "Running" and (
+            live.reason not in ("MaxCostReached", "InsufficientCredits", "BudgetExceeded")):
+        return f"live phase {phase} but spec.state is Running"
+    if wanted == "Suspended" and phase in (Phase.RUNNING, Phase.QUEUED):
+        return f"live phase {phase} but spec.state is Suspended"
+    return ""
+
+
+def _plan_prunes(stale: list[Recorded], desired_empty: bool, options: PlanOptions) -> list[Action]:
+    keep = [r for r in stale if not ResourceOptions.from_manifest(r.manifest).prune]
+    delete = [r for r in stale if ResourceOptions.from_manifest(r.manifest).prune]
+    actions = [Action(ActionType.BLOCKED, r.key, r.file, reason="removed from Git but kept: "
+                      "nodus.dev/prune: disabled") for r in keep]
+    refusal = ""
+    if delete and desired_empty and not options.allow_empty:
+        refusal = ("this commit would delete every resource of the binding; set allowEmpty: "
+                   "true on the binding if that is intended")
+    elif len(delete) > options.max_deletions:
+        refusal = (f"{len(delete)} deletions exceed the binding's maxDeletions "
+                   f"({options.max_deletions}); raise maxDeletions to allow them")
+    for r in delete:
+        if refusal:
+            actions.append(Action(ActionType.BLOCKED, r.key, r.file, reason=f"prune refused: "
+                                  f"{refusal}"))
+        else:
+            actions.append(Action(ActionType.DELETE, r.key, r.file, reason="removed from Git",
+                                  spec_hash=r.spec_hash))
+    return actions
+
+
+def plan(
+    desired: Iterable[Desired],
+    inventory: Iterable[Recorded],
+    observed: Mapping[ResourceKey, Live] | None = None,
+    options: PlanOptions = PlanOptions(),
+) -> Plan:
+    """Every action that brings the backend to what Git asks for, in apply order."""
+    observed = observed or {}
+    wanted = {d.key: d for d in desired}
+    recorded = {r.key: r for r in inventory}
+    actions: list[Action] = []
+    for key, d in wanted.items():
+        r = recorded.get(key)
+        live = observed.get(key)
+        if r is None:
+            actions.append(Action(ActionType.CREATE, key, d.file, spec_hash=d.spec_hash,
+                                  manifest=d.manifest))
+        elif r.spec_hash != d.spec_hash or r.manifest.get("metadata") != d.manifest.get(
+                "metadata"):
+            actions.append(_plan_changed(d, r, live))
+        else:
+            actions.append(_plan_unchanged(d, r, live, options))
+    stale = [r for key, r in recorded.items() if key not in wanted]
+    actions.extend(_plan_prunes(stale, not wanted, options))
+    actions.sort(key=lambda a: (_ORDER[a.action], a.key))
+    return Plan(tuple(actions))

@@ -1,0 +1,396 @@
+"""The Git source: follow one branch of one remote and read its manifests from Git objects.
+
+One bare mirror per remote holds the objects. Watching a branch costs one `list_heads`
+round trip; a fetch happens only when the branch moved. Manifests and tree diffs are read
+straight from the object database: no work tree is ever checked out, and nothing here
+shells out to `git`. Credentials reach libgit2 only through callbacks, never through the
+stored remote URL, and never appear in messages or reprs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import TypeVar
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+import pygit2
+from pygit2.enums import CredentialType, FileMode
+
+from reconciler.errors import ConfigError, SourceError
+
+YAML_SUFFIXES = (".yaml", ".yml")
+MAX_AUTH_ATTEMPTS = 3  # libgit2 re-asks forever when a server keeps answering 401
+_FILE_MODES = (FileMode.BLOB, FileMode.BLOB_EXECUTABLE)  # symlinks/submodules aren't manifests
+_SCP_LIKE = re.compile(r"^[^/]*:")  # git's rule: a colon before the first slash means host:path
+_MIRROR_REFSPEC = "+refs/heads/*:refs/remotes/origin/*"  # fetches name their branch anyway
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, repr=False)
+class Credentials:
+    """How to authenticate to a remote: a user name and token/password, or an SSH key.
+
+    `hint` names the settings a user should change when authentication fails; it is not
+    a secret. The repr shows which fields are set, never their values (key paths aside).
+    """
+
+    username: str | None = None
+    password: str | None = None  # a password or an access token
+    ssh_key: str | None = None  # path of the private key
+    ssh_pubkey: str | None = None  # path of the public key; libssh2 derives it when unset
+    ssh_passphrase: str | None = None
+    hint: str = field(default="", compare=False)
+
+    @classmethod
+    def from_env(cls, prefix: str, environ: Mapping[str, str] | None = None) -> Credentials:
+        """Read `{prefix}_USERNAME`, `{prefix}_PASSWORD` (or `{prefix}_TOKEN`),
+        `{prefix}_SSH_KEY`, `{prefix}_SSH_PUBKEY` and `{prefix}_SSH_PASSPHRASE`."""
+        env = os.environ if environ is None else environ
+
+        def get(name: str) -> str | None:
+            return env.get(f"{prefix}_{name}") or None
+
+        return cls(
+            username=get("USERNAME"),
+            password=get("PASSWORD") or get("TOKEN"),
+            ssh_key=get("SSH_KEY"),
+            ssh_pubkey=get("SSH_PUBKEY"),
+            ssh_passphrase=get("SSH_PASSPHRASE"),
+            hint=f"set {prefix}_TOKEN (and {prefix}_USERNAME) or {prefix}_SSH_KEY",
+        )
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> Credentials:
+        """Read a `key=value` file: one pair a line, blank lines and `#` comments ignored.
+
+        Keys: username, password (or token), ssh_key, ssh_pubkey, ssh_passphrase. Values
+        are taken verbatim after the first `=`, surrounding spaces stripped, no quoting.
+        """
+        keys = {"username", "password", "token", "ssh_key", "ssh_pubkey", "ssh_passphrase"}
+        try:
+            lines = Path(path).read_text().splitlines()
+        except OSError as exc:
+            raise ConfigError(f"credentials file {path}: cannot read it: {exc.strerror}") from None
+        values: dict[str, str] = {}
+        for number, line in enumerate(lines, 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            key, sep, value = line.partition("=")
+            key = key.strip().lower()
+            if not sep or key not in keys:
+                raise ConfigError(
+                    f"{path}:{number}: expected key=value with a key among {sorted(keys)}"
+                )
+            values["password" if key == "token" else key] = value.strip()
+        return cls(**{k: v or None for k, v in values.items()},
+                   hint=f"check the credentials file {path}")
+
+    def __repr__(self) -> str:
+        shown = [f"{name}=<set>" for name in ("username", "password", "ssh_passphrase")
+                 if getattr(self, name)]
+        shown += [f"{name}={getattr(self, name)!r}" for name in ("ssh_key", "ssh_pubkey")
+                  if getattr(self, name)]
+        return f"Credentials({', '.join(shown)})"
+
+
+@dataclass(frozen=True)
+class ChangedPaths:
+    """YAML files that differ between two commits; a rename is a delete plus an add."""
+
+    added: tuple[str, ...] = ()
+    modified: tuple[str, ...] = ()
+    deleted: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    author: str
+    email: str
+    message: str  # first line only
+    time: datetime  # author time, in the author's UTC offset
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Delay after `failures` consecutive failures to reach a remote: 1, 2, 4 ... 300 s.
+
+    Each delay is drawn from [d/2, d] ("equal jitter") so that reconcilers sharing a
+    remote do not retry in step; `rng` is injected so tests are deterministic.
+    """
+
+    rng: random.Random
+    base: float = 1.0
+    cap: float = 300.0
+
+    def next_delay(self, failures: int) -> float:
+        if failures <= 0:
+            return 0.0
+        ceiling = min(self.cap, self.base * 2.0 ** min(failures - 1, 32))
+        return ceiling / 2 + self.rng.random() * ceiling / 2
+
+
+def redact(url: str) -> str:
+    """`url` without its user:password part, for messages; scp-like URLs and paths as is."""
+    if "://" not in url:
+        return url
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def _split_url(url: str) -> tuple[str, str | None, str | None]:
+    """(URL to store in the mirror's config, user, password) for any URL git accepts.
+
+    HTTP user info moves to the callbacks so no token lands in the mirror's config; an
+    ssh:// user name stays (it is part of the address). Local paths become absolute so
+    the same remote always maps to the same mirror.
+    """
+    if "://" not in url:
+        return (url if _SCP_LIKE.match(url) else str(Path(url).expanduser().resolve())), None, None
+    parts = urlsplit(url)
+    user = unquote(parts.username) if parts.username else None
+    password = unquote(parts.password) if parts.password else None
+    host = parts.netloc.rpartition("@")[2]
+    if parts.scheme == "ssh" and parts.username:
+        host = f"{parts.username}@{host}"
+    return urlunsplit(parts._replace(netloc=host)), user, password
+
+
+def _mirror_name(url: str) -> str:
+    """A readable, collision-free directory name: `<repo>-<sha256(url)[:16]>.git`."""
+    stem = re.split(r"[/:]", url.rstrip("/"))[-1].removesuffix(".git")
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", stem)[:40] or "repo"
+    return f"{stem}-{hashlib.sha256(url.encode()).hexdigest()[:16]}.git"
+
+
+def _clean_path(path: str) -> str:
+    return "/".join(p for p in path.replace("\\", "/").split("/") if p not in ("", "."))
+
+
+def _is_manifest(name: str, mode: int, prefix: str) -> bool:
+    under = not prefix or name.startswith(prefix + "/")
+    return mode in _FILE_MODES and name.endswith(YAML_SUFFIXES) and under
+
+
+class _Callbacks(pygit2.RemoteCallbacks):
+    """Answers libgit2's credential requests for one network operation, at most 3 times."""
+
+    def __init__(self, credentials: Credentials | None, url: str) -> None:
+        super().__init__()
+        self._creds = credentials or Credentials()
+        self._url = url
+        self.attempts = 0
+
+    def failure(self, why: str) -> SourceError:
+        hint = self._creds.hint or "set a token or an SSH key for this repository"
+        return SourceError(f"authentication failed for {self._url}: {why}; {hint}")
+
+    def credentials(
+        self, url: str, username_from_url: str | None, allowed_types: CredentialType
+    ) -> pygit2.Username | pygit2.UserPass | pygit2.Keypair:
+        creds = self._creds
+        user = username_from_url or creds.username or "git"  # HTTP URLs carry no user here
+        if allowed_types & CredentialType.USERNAME:  # SSH asks who first; not an attempt
+            return pygit2.Username(user)
+        self.attempts += 1
+        if self.attempts > MAX_AUTH_ATTEMPTS:
+            raise self.failure(f"the remote rejected the credentials {MAX_AUTH_ATTEMPTS} times")
+        if allowed_types & CredentialType.SSH_KEY and (creds.ssh_key or not creds.password):
+            if creds.ssh_key is None:
+                return pygit2.KeypairFromAgent(user)
+            return pygit2.Keypair(
+                user,
+                creds.ssh_pubkey and os.path.expanduser(creds.ssh_pubkey),
+                os.path.expanduser(creds.ssh_key),
+                creds.ssh_passphrase or "",
+            )
+        if allowed_types & CredentialType.USERPASS_PLAINTEXT and creds.password:
+            return pygit2.UserPass(user, creds.password)
+        raise self.failure("the remote requires credentials and none are configured")
+
+
+class GitSource:
+    """One branch of one remote, mirrored under `mirror_dir`.
+
+    Not thread-safe: libgit2 repository handles must not be shared between threads, so
+    use one GitSource per thread (they may share `mirror_dir`).
+    """
+
+    def __init__(
+        self, url: str, branch: str, mirror_dir: Path, credentials: Credentials | None = None
+    ) -> None:
+        remote_url, user, password = _split_url(url)
+        if credentials is None and (user or password):
+            credentials = Credentials(username=user, password=password,
+                                      hint="check the user and token in the repository URL")
+        if not pygit2.reference_is_valid_name(f"refs/heads/{branch}"):
+            raise ConfigError(f"branch {branch!r} is not a valid Git branch name")
+        self.url = redact(remote_url)  # the only form of the URL that messages show
+        self.branch = branch
+        self.path = Path(mirror_dir) / _mirror_name(remote_url)
+        self._credentials = credentials
+        self._secrets = [s for s in (password, credentials and credentials.password,
+                                     credentials and credentials.ssh_passphrase) if s]
+        self._ref = f"refs/heads/{branch}"
+        self._tracking = f"refs/remotes/origin/{branch}"
+        try:
+            if (self.path / "HEAD").is_file():
+                self._repo = pygit2.Repository(str(self.path))
+            else:
+                self._repo = pygit2.init_repository(str(self.path), bare=True)
+            if "origin" not in self._repo.remotes.names():
+                self._repo.remotes.create("origin", remote_url, _MIRROR_REFSPEC)
+        except (OSError, pygit2.GitError) as exc:
+            raise ConfigError(f"cannot create the Git mirror {self.path}: {exc}") from None
+
+    def __repr__(self) -> str:
+        return f"GitSource({self.url!r}, branch={self.branch!r}, path={str(self.path)!r})"
+
+    # -- the remote --------------------------------------------------------------------
+
+    def remote_head(self) -> str:
+        """The SHA the branch points at on the remote now (one round trip, no fetch)."""
+        return self._branch_sha(self._network(lambda r, cb: r.list_heads(callbacks=cb)))
+
+    def fetch(self) -> str:
+        """Fetch the branch (force-pushes included) and return its new tip SHA."""
+        return self._network(self._fetch)
+
+    def poll(self, last_seen: str | None) -> str | None:
+        """The branch's new tip when it differs from `last_seen` (fetched), else None.
+
+        A no-change poll costs one `list_heads`; a change is fetched over that same
+        connection. When the tip is unchanged but missing here (a wiped mirror), it is
+        fetched again and None is still returned.
+        """
+
+        def op(remote: pygit2.Remote, cb: _Callbacks) -> str | None:
+            head = self._branch_sha(remote.list_heads(callbacks=cb))
+            if head == last_seen and head in self._repo:
+                return None
+            return self._fetch(remote, cb)
+
+        tip = self._network(op)
+        return None if tip == last_seen else tip
+
+    def _fetch(self, remote: pygit2.Remote, cb: _Callbacks) -> str:
+        remote.fetch([f"+{self._ref}:{self._tracking}"], callbacks=cb)
+        # The advertisement of that same connection says whether the branch exists.
+        sha = self._branch_sha(remote.list_heads(connect=False))
+        tip = str(self._repo.references[self._tracking].target)
+        if tip != sha:  # the ref update and the advertisement must agree
+            raise SourceError(f"fetch of '{self.branch}' from {self.url} did not reach {sha}")
+        return tip
+
+    def _network(self, op: Callable[[pygit2.Remote, _Callbacks], _T]) -> _T:
+        callbacks = _Callbacks(self._credentials, self.url)
+        try:
+            return op(self._repo.remotes["origin"], callbacks)
+        except SourceError:
+            raise
+        except (pygit2.GitError, KeyError, ValueError, OSError) as exc:
+            reason = self._scrub(str(exc).strip("'\""))
+            if reason == "unsupported URL protocol" and self.url.startswith("/"):
+                reason = "no Git repository at this path"  # libgit2's words for a missing path
+            if re.search(r"\b401\b|authentication|credentials", reason, re.I):
+                raise callbacks.failure(reason) from None
+            raise SourceError(f"cannot reach {self.url}: {reason}") from None
+
+    def _branch_sha(self, heads: Iterable[pygit2.remotes.RemoteHead]) -> str:
+        for head in heads:
+            if head.name == self._ref:
+                return str(head.oid)
+        raise SourceError(f"branch '{self.branch}' not found on {self.url}")
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    # -- the object database -----------------------------------------------------------
+
+    def read_tree(self, commit: str, path: str = "") -> dict[str, bytes]:
+        """Every YAML file under `path` at `commit`, keyed by repo-relative POSIX path."""
+        prefix = _clean_path(path)
+        tree = self._commit(commit).tree
+        if prefix:
+            try:
+                tree = tree[prefix]
+            except KeyError:
+                raise SourceError(f"path '{prefix}' not found at commit {commit}") from None
+            if not isinstance(tree, pygit2.Tree):
+                raise SourceError(f"path '{prefix}' at commit {commit} is a file, not a folder")
+        found: dict[str, bytes] = {}
+        stack: list[tuple[str, pygit2.Tree]] = [(prefix, tree)]
+        while stack:
+            base, node = stack.pop()
+            for entry in node:
+                name = f"{base}/{entry.name}" if base else entry.name
+                if isinstance(entry, pygit2.Tree):  # cheaper than building a FileMode
+                    stack.append((name, entry))
+                elif name.endswith(YAML_SUFFIXES) and _is_manifest(name, entry.filemode, ""):
+                    found[name] = entry.data
+        return dict(sorted(found.items()))
+
+    def changed_paths(self, old: str, new: str, path: str = "") -> ChangedPaths:
+        """YAML files under `path` added, modified or deleted from `old` to `new`.
+
+        Works across unrelated histories (a force-push): only the two trees matter. A
+        missing `old` raises SourceError; the caller then falls back to `read_tree`.
+        """
+        prefix = _clean_path(path)
+        diff = self._commit(old).tree.diff_to_tree(self._commit(new).tree)
+        added, modified, deleted = [], [], []
+        for delta in diff.deltas:
+            before, after = delta.old_file, delta.new_file
+            was = _is_manifest(before.path, before.mode, prefix)
+            now = _is_manifest(after.path, after.mode, prefix)
+            if was and now:
+                if before.id != after.id:  # a mode-only change is not a manifest change
+                    modified.append(after.path)
+            elif now:
+                added.append(after.path)
+            elif was:
+                deleted.append(before.path)
+        return ChangedPaths(tuple(sorted(added)), tuple(sorted(modified)), tuple(sorted(deleted)))
+
+    def read_blobs(self, commit: str, paths: Iterable[str]) -> dict[str, bytes]:
+        """The contents of `paths` at `commit` (for re-reading only what changed)."""
+        tree = self._commit(commit).tree
+        found: dict[str, bytes] = {}
+        for path in map(_clean_path, paths):
+            try:
+                blob = tree[path]
+            except KeyError:
+                raise SourceError(f"'{path}' not found at commit {commit}") from None
+            if not isinstance(blob, pygit2.Blob):
+                raise SourceError(f"'{path}' at commit {commit} is not a file")
+            found[path] = blob.data
+        return found
+
+    def commit_info(self, sha: str) -> CommitInfo:
+        commit = self._commit(sha)
+        who = commit.author
+        when = datetime.fromtimestamp(who.time, timezone(timedelta(minutes=who.offset)))
+        first_line = commit.message.split("\n", 1)[0].strip()
+        return CommitInfo(str(commit.id), who.name, who.email, first_line, when)
+
+    def _commit(self, sha: str) -> pygit2.Commit:
+        try:
+            obj = self._repo[sha]
+        except (KeyError, ValueError):
+            raise SourceError(
+                f"commit {sha} is not in the mirror of {self.url} (not fetched, or gone "
+                "after a history rewrite): read the full tree instead"
+            ) from None
+        if not isinstance(obj, pygit2.Commit):
+            raise SourceError(f"{sha} in {self.url} is a {obj.type_str}, not a commit")
+        return obj

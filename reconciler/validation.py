@@ -1,0 +1,480 @@
+"""Validation: JSON Schema plus the platform's rules, returning every problem as data.
+
+Two layers. The schemas (`schemas/`) check shape: fields, types, formats, enums, unknown
+fields. The rules here check what a schema cannot say: durations that are also limits,
+names that must fit once combined, stage graphs, matrix sizes, duplicates across files.
+Every problem names the file, the line, the resource and the JSON path of the field.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from decimal import Decimal
+from functools import cache
+from typing import Any
+
+import fastjsonschema
+from jsonschema import Draft202012Validator, ValidationError
+
+import schemas
+from reconciler.composite import (
+    cell_job_name,
+    find_cycle,
+    merge_defaults,
+    stage_job_name,
+    sweep_cell_count,
+)
+from reconciler.errors import ManifestError
+from reconciler.gpu import effective_min_memory
+from reconciler.identity import API_VERSION, KINDS, Kind
+from reconciler.manifests import Document, FieldPath, Manifest, load_documents
+from reconciler.quantities import parse_time, parse_usd
+
+MAX_STAGE_JOB_NAME = 62
+MAX_NAME = 63
+MAX_SWEEP_CELLS = 256
+OUTPUTS_ROOT = "/nodus/outputs"
+_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_GITHUB_REPO = re.compile(
+    r"^(?:[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+|https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?"
+    r"(?:\.git)?/?)$"
+)
+_ANNOTATION_KEYWORDS = frozenset({"description", "title", "default", "examples"})
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    file: str
+    line: int
+    kind: str
+    name: str
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        who = f"{self.kind or '?'}/{self.name or '?'}: " if (self.kind or self.name) else ""
+        where = f"{self.path}: " if self.path else ""
+        return f"{self.file}:{self.line}: {who}{where}{self.message}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Result:
+    """What validating a tree found: the resources (valid or not) and every problem."""
+
+    manifests: list[Manifest] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def json_path(path: Iterable[str | int]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# --- schemas -------------------------------------------------------------------------
+
+
+def _inline_refs(node: Any, documents: dict[str, dict], current: str) -> Any:
+    """Replace every `$ref` (`#/$defs/x` or `defs.schema.json#/$defs/x`) by its content, so
+    validating a document never resolves a reference (several times faster)."""
+    if isinstance(node, list):
+        return [_inline_refs(n, documents, current) for n in node]
+    if not isinstance(node, dict):
+        return node
+    node = {k: _inline_refs(v, documents, current) for k, v in node.items() if k != "$defs"}
+    ref = node.get("$ref")
+    if not isinstance(ref, str) or "#/$defs/" not in ref:
+        return node
+    file, _, name = ref.partition("#/$defs/")
+    file = file or current
+    target = _inline_refs(documents[file]["$defs"][name], documents, file)
+    siblings = {k: v for k, v in node.items() if k != "$ref"}
+    clash = any(k in target and target[k] != v and k not in _ANNOTATION_KEYWORDS
+                for k, v in siblings.items())
+    if clash:  # keep the exact meaning of `$ref` beside other keywords
+        return {"allOf": [target], **siblings}
+    return {**target, **siblings}
+
+
+@cache
+def _validator(kind: str) -> Draft202012Validator:
+    documents = {name: schemas.load(name) for name in
+                 (schemas.SHARED_FILE, *schemas.KIND_FILES.values())}
+    filename = schemas.KIND_FILES[kind]
+    schema = _inline_refs(documents[filename], documents, filename)
+    schema.pop("$id", None)
+    return Draft202012Validator(schema)
+
+
+@cache
+def _fast_check(kind: str) -> Callable[[Any], Any]:
+    """The same schema compiled to Python code by fastjsonschema: about fifteen times
+    faster than jsonschema on a valid manifest. It only answers valid or not; jsonschema
+    then explains a failure. The inlined schema uses no keyword whose meaning differs
+    between draft-07 and 2020-12, and defaults are never written into the manifest."""
+    schema = dict(_validator(kind).schema)
+    schema["$schema"] = "http://json-schema.org/draft-07/schema#"
+    return fastjsonschema.compile(schema, use_default=False, use_formats=False)
+
+
+def _schema_problems(manifest: Manifest) -> Iterator[tuple[FieldPath, str, bool]]:
+    """(path, message, points at the key) for every schema error of one manifest."""
+    try:
+        _fast_check(manifest.kind)(manifest.body)
+        return
+    except fastjsonschema.JsonSchemaException:
+        pass
+    for error in _validator(manifest.kind).iter_errors(manifest.body):
+        yield from _describe(error)
+
+
+def _describe(error: ValidationError) -> Iterator[tuple[FieldPath, str, bool]]:
+    path = tuple(error.absolute_path)
+    value = error.instance
+    keyword = error.validator
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if "propertyNames" in error.absolute_schema_path:
+        hint = error.message
+        if schema.get("patternErrorMessage"):
+            hint = f"{_show(value)} {schema['patternErrorMessage']}"
+        yield path + (value,), hint, True
+        return
+    if keyword == "additionalProperties":
+        known = set(schema.get("properties", {}))
+        patterns = [re.compile(p) for p in schema.get("patternProperties", {})]
+        for extra in sorted(k for k in value if k not in known
+                            and not any(p.search(k) for p in patterns)):
+            allowed = ", ".join(sorted(known))
+            yield path + (extra,), f"unknown field {extra!r} (allowed here: {allowed})", True
+    elif keyword == "required":
+        missing = error.message.split("'")[1] if "'" in error.message else error.message
+        yield path + (missing,), "required field is missing", True
+    elif keyword == "pattern" and schema.get("patternErrorMessage"):
+        yield path, f"{_show(value)} {schema['patternErrorMessage']}", False
+    elif keyword == "type":
+        wanted = error.validator_value
+        wanted = " or ".join(wanted) if isinstance(wanted, list) else wanted
+        hint = f' (quote it: "{value}")' if wanted == "string" and not isinstance(
+            value, dict | list) else ""
+        yield path, f"{_show(value)} is a {_json_type(value)}, expected a {wanted}{hint}", False
+    elif keyword == "enum":
+        choices = ", ".join(str(c) for c in error.validator_value)
+        yield path, f"{_show(value)} is not one of {choices}", False
+    elif keyword == "const":
+        yield path, f"{_show(value)} must be {_show(error.validator_value)}", False
+    elif keyword in ("minimum", "exclusiveMinimum"):
+        yield path, f"{_show(value)} must be at least {error.validator_value}", False
+    elif keyword in ("maximum", "exclusiveMaximum"):
+        yield path, f"{_show(value)} must be at most {error.validator_value}", False
+    elif keyword == "minItems":
+        yield path, f"needs at least {error.validator_value} entries", False
+    elif keyword == "maxItems":
+        yield path, f"has {len(value)} entries; at most {error.validator_value} allowed", False
+    elif keyword == "maxProperties":
+        yield path, f"has {len(value)} entries; at most {error.validator_value} allowed", False
+    elif keyword == "maxLength":
+        yield path, f"{_show(value)} is longer than {error.validator_value} characters", False
+    else:
+        yield path, error.message, False
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if value is None:
+        return "null"
+    return {dict: "mapping", list: "list", str: "string"}.get(type(value), type(value).__name__)
+
+
+# --- the platform's rules ----------------------------------------------------------------
+
+
+class _Collector:
+    """Gathers the problems of one manifest, turning field paths into lines."""
+
+    def __init__(self, manifest: Manifest) -> None:
+        self.manifest = manifest
+        self.problems: list[Problem] = []
+
+    def add(self, path: FieldPath, message: str, *, key: bool = False) -> None:
+        m = self.manifest
+        line = m.doc.line_of(path, key=key)
+        self.problems.append(Problem(m.file, line, m.kind, m.name, json_path(path), message))
+
+
+def _get(obj: Any, *path: str | int) -> Any:
+    for part in path:
+        if isinstance(obj, dict) and isinstance(part, str):
+            obj = obj.get(part)
+        elif isinstance(obj, list) and isinstance(part, int) and 0 <= part < len(obj):
+            obj = obj[part]
+        else:
+            return None
+    return obj
+
+
+def _dicts(value: Any) -> list[tuple[int, dict]]:
+    return [(i, v) for i, v in enumerate(value) if isinstance(v, dict)] if isinstance(
+        value, list) else []
+
+
+def _check_cost(c: _Collector, spec: dict, at: FieldPath) -> Decimal | None:
+    text = spec.get("maxCostUSD")
+    value = parse_usd(text) if isinstance(text, str) else None
+    if value is not None and value <= 0:
+        c.add(at + ("maxCostUSD",), f"{_show(text)} must be more than 0")
+        return None
+    return value
+
+
+def _check_run_fields(c: _Collector, spec: dict, at: FieldPath) -> None:
+    """Rules shared by Jobs, Pipelines and Sweeps: aliases, cost cap, times."""
+    if "timeout" in spec and "activeDeadlineSeconds" in spec:
+        c.add(at + ("activeDeadlineSeconds",),
+              "activeDeadlineSeconds is an alias of timeout: set only one of them")
+    _check_cost(c, spec, at)
+    when = spec.get("completeByTime")
+    if isinstance(when, str) and parse_time(when) is None:
+        c.add(at + ("completeByTime",),
+              f"{_show(when)} is not an RFC 3339 time (use 2026-12-01T18:00:00Z)")
+
+
+def _check_job_spec(c: _Collector, spec: dict, at: FieldPath) -> None:
+    """The Job rules, for a Job, a merged Pipeline stage or a Sweep template."""
+    _check_run_fields(c, spec, at)
+    env = spec.get("env")
+    if isinstance(env, dict):
+        for name in env:
+            if isinstance(name, str) and name.startswith("NODUS_") and not name.startswith(
+                    "NODUS_PARAM_"):
+                c.add(at + ("env", name), f"{name!r}: the NODUS_ prefix is reserved for the "
+                      "platform's variables (only NODUS_PARAM_ names may be set)", key=True)
+    seen: dict[str, int] = {}
+    for i, output in _dicts(spec.get("outputs")):
+        name, path = output.get("name"), output.get("path")
+        if isinstance(name, str):
+            if name in seen:
+                c.add(at + ("outputs", i, "name"),
+                      f"output {name!r} is declared twice (outputs[{seen[name]}] and [{i}])")
+            seen.setdefault(name, i)
+        if isinstance(path, str) and not _under_outputs(path):
+            c.add(at + ("outputs", i, "path"),
+                  f"{_show(path)} must lie under {OUTPUTS_ROOT} (absolute, without '..')")
+    git = _get(spec, "source", "git")
+    if isinstance(git, dict):
+        repo = git.get("repo")
+        if isinstance(repo, str) and not _GITHUB_REPO.match(repo):
+            c.add(at + ("source", "git", "repo"),
+                  f"{_show(repo)} is not owner/repository or a GitHub HTTPS URL")
+        if repo is not None and not git.get("ref"):
+            c.add(at + ("source", "git", "ref"),
+                  "ref is required with repo: set a branch, tag or commit", key=True)
+
+
+def _under_outputs(path: str) -> bool:
+    parts = path.split("/")
+    return (path == OUTPUTS_ROOT or path.startswith(OUTPUTS_ROOT + "/")) and ".." not in parts
+
+
+def _check_job(c: _Collector, m: Manifest) -> None:
+    _check_job_spec(c, m.spec, ("spec",))
+
+
+def _check_pipeline(c: _Collector, m: Manifest) -> None:
+    spec = m.spec
+    _check_run_fields(c, spec, ("spec",))
+    cap = parse_usd(spec.get("maxCostUSD")) if isinstance(spec.get("maxCostUSD"), str) else None
+    defaults = spec.get("defaults") if isinstance(spec.get("defaults"), dict) else {}
+    stages = _dicts(spec.get("stages"))
+    names: dict[str, int] = {}
+    for i, stage in stages:
+        name = stage.get("name")
+        if not isinstance(name, str):
+            continue
+        if name in names:
+            c.add(("spec", "stages", i, "name"),
+                  f"stage {name!r} is declared twice (stages[{names[name]}] and [{i}])")
+            continue
+        names[name] = i
+        job_name = stage_job_name(m.name, name)
+        if m.name and len(job_name) > MAX_STAGE_JOB_NAME:
+            c.add(("spec", "stages", i, "name"),
+                  f"the stage Job name {job_name!r} is {len(job_name)} characters; the pipeline "
+                  f"name plus the stage name can be at most {MAX_STAGE_JOB_NAME} characters "
+                  "together (with the '-')")
+    merged = {s.get("name"): merge_defaults(defaults, s.get("template")) for _, s in stages}
+    graph: dict[str, list[str]] = {}
+    for i, stage in stages:
+        name = stage.get("name")
+        at = ("spec", "stages", i)
+        deps = [d for d in (stage.get("dependsOn") or []) if isinstance(d, str)]
+        if isinstance(name, str):
+            graph.setdefault(name, deps)
+        for j, dep in enumerate(stage.get("dependsOn") or []):
+            if dep == name:
+                c.add(at + ("dependsOn", j), f"stage {name!r} depends on itself")
+            elif dep not in names:
+                c.add(at + ("dependsOn", j), f"{_show(dep)} is not a stage of this pipeline "
+                      f"(stages: {', '.join(names)})")
+        for j, inp in _dicts(stage.get("inputs")):
+            src, output = inp.get("fromStage"), inp.get("output")
+            if src not in names:
+                c.add(at + ("inputs", j, "fromStage"), f"{_show(src)} is not a stage of this "
+                      "pipeline")
+                continue
+            if src not in deps:
+                c.add(at + ("inputs", j, "fromStage"), f"input {inp.get('name')!r} reads from "
+                      f"stage {src!r}, which must also be listed in dependsOn")
+            declared = [o.get("name") for _, o in _dicts(merged.get(src, {}).get("outputs"))]
+            if output not in declared:
+                have = ", ".join(str(d) for d in declared) or "none"
+                c.add(at + ("inputs", j, "output"), f"stage {src!r} declares no output "
+                      f"{_show(output)} (its outputs: {have})")
+        job = merged.get(name, {})
+        if "command" not in job:
+            c.add(at + ("template",), "stage has no command: set template.command or "
+                  "spec.defaults.command", key=True)
+        _check_job_spec(c, job, at + ("template",))
+        stage_cap = parse_usd(job.get("maxCostUSD")) if isinstance(job.get("maxCostUSD"),
+                                                                    str) else None
+        if cap is not None and stage_cap is not None and stage_cap > cap:
+            where = at + ("template", "maxCostUSD") if "maxCostUSD" in (
+                stage.get("template") or {}) else ("spec", "defaults", "maxCostUSD")
+            c.add(where, f"the stage cap {job['maxCostUSD']} exceeds the pipeline's "
+                  f"maxCostUSD {spec['maxCostUSD']}")
+    cycle = find_cycle(graph)
+    if cycle:
+        c.add(("spec", "stages", names[cycle[0]], "dependsOn"),
+              f"dependency cycle: {' -> '.join(cycle)}")
+
+
+def _check_sweep(c: _Collector, m: Manifest) -> None:
+    spec = m.spec
+    _check_run_fields(c, spec, ("spec",))
+    template = spec.get("template") if isinstance(spec.get("template"), dict) else {}
+    target = template.get("kind")
+    if isinstance(target, str) and target != Kind.JOB:
+        c.add(("spec", "template", "kind"), f"Unsupported: a Sweep runs Job templates; a "
+              f"{target} as the target is not available yet (use kind: Job)")
+    job = template.get("spec") if isinstance(template.get("spec"), dict) else {}
+    _check_job_spec(c, job, ("spec", "template", "spec"))
+    matrix = spec.get("matrix") if isinstance(spec.get("matrix"), dict) else {}
+    count = sweep_cell_count(spec) if _matrix_shape_ok(matrix, spec) else 0
+    if count > MAX_SWEEP_CELLS:
+        c.add(("spec", "matrix"), f"the matrix has {count} cells (the product of the non-empty "
+              f"dimensions times repetitions); at most {MAX_SWEEP_CELLS} are allowed")
+    allowed = _get(job, "placement", "regions")
+    if isinstance(allowed, list):
+        for i, region in enumerate(matrix.get("regions") or []):
+            if region not in allowed:
+                c.add(("spec", "matrix", "regions", i), f"{_show(region)} is not within the "
+                      f"template's placement.regions ({', '.join(map(str, allowed))})")
+    if m.name and count and count <= MAX_SWEEP_CELLS:
+        last = cell_job_name(m.name, count - 1)
+        if len(last) > MAX_NAME or not _NAME.match(last):
+            c.add(("metadata", "name"), f"cell Job names such as {last!r} would be longer than "
+                  f"{MAX_NAME} characters: shorten the Sweep's name")
+
+
+def _matrix_shape_ok(matrix: dict, spec: dict) -> bool:
+    lists = [matrix.get("gpu"), matrix.get("regions"), *(matrix.get("params") or {}).values()]
+    return all(v is None or isinstance(v, list) for v in lists) and isinstance(
+        matrix.get("params", {}), dict) and isinstance(spec.get("repetitions", 1), int)
+
+
+_RULES = {Kind.JOB: _check_job, Kind.PIPELINE: _check_pipeline, Kind.SWEEP: _check_sweep}
+
+
+# --- entry points ------------------------------------------------------------------------
+
+
+def validate_manifest(manifest: Manifest) -> list[Problem]:
+    """Every problem of one manifest: kind, schema, then the kind's rules."""
+    c = _Collector(manifest)
+    kind = manifest.body.get("kind")
+    if kind not in KINDS:
+        if manifest.body.get("apiVersion") != API_VERSION:
+            c.add(("apiVersion",), f"{_show(manifest.body.get('apiVersion'))} must be "
+                  f"{_show(API_VERSION)}")
+        c.add(("kind",), f"{_show(kind)} is not one of {', '.join(KINDS)}")
+        return c.problems
+    for path, message, key in _schema_problems(manifest):
+        c.add(path, message, key=key)
+    _RULES[Kind(kind)](c, manifest)
+    return c.problems
+
+
+def duplicate_problems(manifests: list[Manifest]) -> list[Problem]:
+    """Two documents with the same kind and name in one tree, naming both places."""
+    first: dict[tuple[str, str], Manifest] = {}
+    problems = []
+    for m in manifests:
+        if not m.kind or not m.name:
+            continue
+        other = first.setdefault((m.kind, m.name), m)
+        if other is not m:
+            problems.append(Problem(
+                m.file, m.doc.line_of(("metadata", "name")), m.kind, m.name, "metadata.name",
+                f"{m.label} is defined twice: in {other.file}:{other.line} and "
+                f"{m.file}:{m.line}"))
+    return problems
+
+
+def manifests_from_documents(documents: list[Document]) -> tuple[list[Manifest], list[Problem]]:
+    manifests, problems = [], []
+    for doc in documents:
+        if isinstance(doc.data, dict):
+            manifests.append(Manifest(doc))
+        else:
+            problems.append(Problem(doc.file, doc.line, "", "", "", f"document {doc.index + 1} "
+                                    f"is a {_json_type(doc.data)}; a manifest is a mapping with "
+                                    "apiVersion, kind, metadata and spec"))
+    return manifests, problems
+
+
+def validate_files(files: Iterable[tuple[str, bytes]]) -> Result:
+    """Load and validate every file; all problems of all files in one result."""
+    result = Result()
+    for name, content in files:
+        try:
+            documents = load_documents(name, content)
+        except ManifestError as e:
+            result.problems.append(Problem(e.file, e.line, "", "", "", e.message))
+            continue
+        manifests, problems = manifests_from_documents(documents)
+        result.manifests.extend(manifests)
+        result.problems.extend(problems)
+    for m in result.manifests:
+        result.problems.extend(validate_manifest(m))
+    result.problems.extend(duplicate_problems(result.manifests))
+    result.problems.sort()
+    return result
+
+
+def resource_summary(manifest: Manifest) -> dict[str, Any]:
+    """The `resources` entry of `validate -o json`, with the derived GPU memory floor."""
+    entry: dict[str, Any] = {"kind": manifest.kind, "name": manifest.name,
+                             "file": manifest.file, "line": manifest.line}
+    if manifest.kind == Kind.JOB:
+        floor = effective_min_memory(manifest.spec, manifest.annotations)
+        if floor:
+            entry["effectiveMinMemory"] = floor
+    return entry

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Sets up a fresh machine for the test suite and runs it: Debian packages, a virtualenv
+# with the package and its test extra, PostgreSQL when it is not already listening.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v git >/dev/null || need_apt+=(git)
+command -v bwrap >/dev/null || need_apt+=(bubblewrap)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+# PostgreSQL 15 on 127.0.0.1:5432 (trust auth); start Debian's cluster when it is down.
+if ! (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then
+  if command -v pg_ctlcluster >/dev/null; then
+    pg_ctlcluster 15 main start || echo "warning: could not start PostgreSQL; its tests will skip"
+  fi
+fi
+
+python3 -m venv .venv
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+python -m pip install -q -e ".[test]"
+
+ruff check .
+exec python -m pytest -q "$@"

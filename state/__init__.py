@@ -1,0 +1,22 @@
+"""The state store: inventory, journal, syncs, events (SQLite or PostgreSQL)."""
+
+from state.records import (
+    BindingRecord,
+    CheckRecordValue,
+    EventRecord,
+    IntentRecord,
+    InventoryRecord,
+    SyncRecord,
+)
+from state.store import Store, utc_now
+
+__all__ = [
+    "BindingRecord",
+    "CheckRecordValue",
+    "EventRecord",
+    "IntentRecord",
+    "InventoryRecord",
+    "Store",
+    "SyncRecord",
+    "utc_now",
+]

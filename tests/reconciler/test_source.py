@@ -1,0 +1,286 @@
+"""The Git source against real repos served over real HTTP (and git://, file://) on 127.0.0.1."""
+
+from __future__ import annotations
+
+import random
+import socket
+from pathlib import Path
+
+import pygit2
+import pytest
+
+from reconciler.errors import ConfigError, SourceError
+from reconciler.source import Backoff, Credentials, GitSource, redact
+from tests.fixtures_git import GitHttpServer, ManifestRepo, git, serve_git_http
+
+JOB = "apiVersion: nodus.dev/v1\nkind: Job\nmetadata:\n  name: {name}\n"
+
+
+@pytest.fixture
+def source(manifest_repo: ManifestRepo, git_http_server: GitHttpServer, tmp_path: Path):
+    return GitSource(git_http_server.url_for("manifests"), "main", tmp_path / "mirrors")
+
+
+def seed(repo: ManifestRepo) -> str:
+    repo.write("jobs/train.yaml", JOB.format(name="train"))
+    repo.write("jobs/eval.yml", JOB.format(name="eval"))
+    repo.write("jobs/nested/deep.yaml", JOB.format(name="deep"))
+    repo.write("jobs/notes.md", "not a manifest\n")
+    repo.write("jobs/data.json", "{}\n")
+    repo.write("jobs2/other.yaml", JOB.format(name="other"))
+    repo.write("top.yaml", JOB.format(name="top"))
+    sha = repo.commit("seed")
+    repo.push()
+    return sha
+
+
+def test_remote_head_is_the_pushed_sha(manifest_repo, source):
+    sha = seed(manifest_repo)
+    assert source.remote_head() == sha
+    manifest_repo.write("jobs/train.yaml", JOB.format(name="train2"))
+    second = manifest_repo.commit("second")
+    manifest_repo.push()
+    assert source.remote_head() == second
+
+
+def test_poll_fetches_only_when_the_branch_moved(manifest_repo, source, git_http_server):
+    first = seed(manifest_repo)
+    assert source.poll(None) == first
+    before = git_http_server.requests
+    assert source.poll(first) is None
+    assert git_http_server.requests - before == 1  # one ref advertisement, no fetch
+
+    manifest_repo.write("jobs/train.yaml", JOB.format(name="changed"))
+    second = manifest_repo.commit("change")
+    manifest_repo.push()
+    before = git_http_server.requests
+    assert source.poll(first) == second
+    assert git_http_server.requests - before == 2  # the fetch reuses the poll's connection
+    assert source.read_tree(second, "jobs")["jobs/train.yaml"] == JOB.format(
+        name="changed"
+    ).encode()
+
+
+def test_poll_refetches_into_a_wiped_mirror(manifest_repo, git_http_server, tmp_path):
+    sha = seed(manifest_repo)
+    url = git_http_server.url_for("manifests")
+    assert GitSource(url, "main", tmp_path / "a").poll(None) == sha
+    fresh = GitSource(url, "main", tmp_path / "b")  # e.g. a new pod, state says `sha`
+    assert fresh.poll(sha) is None
+    assert "jobs/train.yaml" in fresh.read_tree(sha)
+
+
+def test_read_tree_returns_only_yaml_under_the_folder(manifest_repo, source):
+    sha = seed(manifest_repo)
+    source.fetch()
+    expected = {"jobs/eval.yml", "jobs/nested/deep.yaml", "jobs/train.yaml"}
+    assert set(source.read_tree(sha, "jobs")) == expected
+    assert set(source.read_tree(sha, "/jobs/")) == expected
+    assert source.read_tree(sha, "jobs")["jobs/eval.yml"] == JOB.format(name="eval").encode()
+    assert set(source.read_tree(sha)) == expected | {"jobs2/other.yaml", "top.yaml"}
+
+
+def test_read_tree_names_a_missing_folder(manifest_repo, source):
+    sha = seed(manifest_repo)
+    source.fetch()
+    with pytest.raises(SourceError, match="path 'pipelines' not found at commit"):
+        source.read_tree(sha, "pipelines")
+    with pytest.raises(SourceError, match="'top.yaml' .* is a file"):
+        source.read_tree(sha, "top.yaml")
+
+
+def test_changed_paths_add_modify_delete_rename(manifest_repo, source):
+    old = seed(manifest_repo)
+    manifest_repo.write("jobs/new.yaml", JOB.format(name="new"))
+    manifest_repo.write("jobs/train.yaml", JOB.format(name="train-v2"))
+    manifest_repo.remove("jobs/nested/deep.yaml")
+    manifest_repo.rename("jobs/eval.yml", "jobs/evaluation.yaml")
+    manifest_repo.write("jobs/notes.md", "edited, but not YAML\n")
+    manifest_repo.write("jobs2/other.yaml", JOB.format(name="outside"))
+    new = manifest_repo.commit("everything at once")
+    manifest_repo.push()
+    source.fetch()
+
+    changed = source.changed_paths(old, new, "jobs")
+    assert changed.added == ("jobs/evaluation.yaml", "jobs/new.yaml")
+    assert changed.modified == ("jobs/train.yaml",)
+    assert changed.deleted == ("jobs/eval.yml", "jobs/nested/deep.yaml")
+    assert source.changed_paths(old, new).modified == ("jobs/train.yaml", "jobs2/other.yaml")
+    assert source.read_blobs(new, changed.added) == {
+        "jobs/evaluation.yaml": JOB.format(name="eval").encode(),
+        "jobs/new.yaml": JOB.format(name="new").encode(),
+    }
+    with pytest.raises(SourceError, match="'jobs/eval.yml' not found at commit"):
+        source.read_blobs(new, changed.deleted)
+
+
+def test_force_push_to_unrelated_history(manifest_repo, source):
+    old = seed(manifest_repo)
+    assert source.poll(None) == old
+    new = manifest_repo.reset_hard_to_new_history({"jobs/rewritten.yaml": "kind: Job\n"})
+    manifest_repo.push(force=True)
+
+    assert source.poll(old) == new
+    assert source.read_tree(new, "jobs") == {"jobs/rewritten.yaml": b"kind: Job\n"}
+    changed = source.changed_paths(old, new, "jobs")  # old is still in the mirror
+    assert changed.added == ("jobs/rewritten.yaml",)
+    assert "jobs/train.yaml" in changed.deleted
+
+
+def test_changed_paths_from_an_unknown_commit_says_read_everything(manifest_repo, source):
+    sha = seed(manifest_repo)
+    source.fetch()
+    with pytest.raises(SourceError, match="not in the mirror .* read the full tree"):
+        source.changed_paths("1" * 40, sha)
+
+
+def test_commit_info(manifest_repo, source):
+    manifest_repo.write("a.yaml", "a: 1\n")
+    sha = manifest_repo.commit("Add a\n\nlonger body")
+    manifest_repo.push()
+    source.fetch()
+    info = source.commit_info(sha)
+    assert (info.sha, info.author, info.email, info.message) == (sha, "t", "t@e", "Add a")
+    assert info.time.tzinfo is not None
+
+
+def test_missing_branch_is_named(manifest_repo, git_http_server, tmp_path):
+    seed(manifest_repo)
+    source = GitSource(git_http_server.url_for("manifests"), "release", tmp_path / "m")
+    for call in (source.remote_head, source.fetch, lambda: source.poll(None)):
+        with pytest.raises(SourceError, match="branch 'release' not found on http://127"):
+            call()
+
+
+def test_unreachable_remote(tmp_path):
+    with socket.socket() as s:  # a port that was free a moment ago and has no listener
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    source = GitSource(f"http://bob:hunter2@127.0.0.1:{port}/x.git", "main", tmp_path)
+    with pytest.raises(SourceError) as caught:
+        source.poll(None)
+    message = str(caught.value)
+    assert message.startswith(f"cannot reach http://127.0.0.1:{port}/x.git: ")
+    assert "hunter2" not in message and "bob" not in message
+
+
+def test_basic_auth(tmp_path):
+    password = "s3cret-pass"
+    with serve_git_http(tmp_path / "srv", auth=("alice", password)) as server:
+        repo = ManifestRepo(server.root, "private", tmp_path / "work")  # pushes by path
+        sha = seed(repo)
+        url = server.url_for("private")
+        wrong = Credentials.from_env("NODUS_GIT", {"NODUS_GIT_USERNAME": "alice",
+                                                   "NODUS_GIT_TOKEN": "wrong-pass"})
+        for creds, target in [(wrong, url), (None, url.replace("//", f"//alice:{password}x@"))]:
+            with pytest.raises(SourceError) as caught:
+                GitSource(target, "main", tmp_path / "m", creds).poll(None)
+            assert str(caught.value).startswith(f"authentication failed for {url}: ")
+            assert "wrong-pass" not in str(caught.value) and password not in str(caught.value)
+        assert "set NODUS_GIT_TOKEN" in str(
+            pytest.raises(SourceError, GitSource(url, "main", tmp_path / "m", wrong).fetch).value
+        )
+        with pytest.raises(SourceError, match="requires credentials and none are configured"):
+            GitSource(url, "main", tmp_path / "m").remote_head()
+
+        good = GitSource(url, "main", tmp_path / "m", Credentials("alice", password))
+        assert good.poll(None) == sha
+        in_url = GitSource(url.replace("//", f"//alice:{password}@"), "main", tmp_path / "m")
+        assert in_url.poll(None) == sha and password not in repr(in_url)
+        assert password not in (in_url.path / "config").read_text()
+
+
+def test_missing_local_path(tmp_path):
+    with pytest.raises(SourceError, match="cannot reach /.*/absent.git: no Git repository at"):
+        GitSource(str(tmp_path / "absent.git"), "main", tmp_path / "m").remote_head()
+
+
+@pytest.mark.parametrize("form", ["path", "file"])
+def test_local_remotes(tmp_path, form):
+    repo = ManifestRepo(tmp_path / "srv", "local", tmp_path / "work")
+    sha = seed(repo)
+    url = str(repo.bare) if form == "path" else repo.bare.as_uri()
+    source = GitSource(url, "main", tmp_path / "mirrors")
+    assert source.remote_head() == sha
+    assert source.poll(None) == sha
+    assert "jobs/train.yaml" in source.read_tree(sha, "jobs")
+
+
+def test_git_daemon_remote(manifest_repo, git_daemon, tmp_path):
+    sha = seed(manifest_repo)
+    source = GitSource(f"{git_daemon}/manifests.git", "main", tmp_path / "mirrors")
+    assert source.poll(None) == sha
+
+
+def test_each_remote_has_its_own_mirror_and_reuses_it(manifest_repo, git_http_server, tmp_path):
+    sha = seed(manifest_repo)
+    mirrors = tmp_path / "mirrors"
+    http = GitSource(git_http_server.url_for("manifests"), "main", mirrors)
+    local = GitSource(str(manifest_repo.bare), "main", mirrors)
+    assert http.path != local.path and http.path.parent == mirrors
+    http.fetch()
+    again = GitSource(git_http_server.url_for("manifests"), "main", mirrors)
+    assert again.path == http.path
+    assert "jobs/train.yaml" in again.read_tree(sha)  # objects already there, no fetch
+
+
+def test_pygit2_can_push_through_the_fixture_server(manifest_repo, git_http_server, tmp_path):
+    seed(manifest_repo)
+    clone = pygit2.clone_repository(git_http_server.url_for("manifests"), str(tmp_path / "c"))
+    sig = pygit2.Signature("t", "t@e")
+    tree = clone.TreeBuilder(clone.head.peel(pygit2.Commit).tree)
+    tree.insert("pushed.yaml", clone.create_blob(b"a: 1\n"), pygit2.enums.FileMode.BLOB)
+    sha = clone.create_commit("refs/heads/main", sig, sig, "via libgit2", tree.write(),
+                              [clone.head.target])
+    clone.remotes["origin"].push(["refs/heads/main:refs/heads/main"])  # a chunked POST
+    assert git("rev-parse", "main", cwd=manifest_repo.bare) == str(sha)
+
+
+def test_invalid_branch_name_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="not a valid Git branch name"):
+        GitSource("https://example.com/x.git", "bad..name", tmp_path)
+
+
+def test_credentials_never_show_secrets(tmp_path):
+    creds = Credentials("alice", "tok-123", ssh_key="~/.ssh/id", ssh_passphrase="pp-456")
+    assert repr(creds) == (
+        "Credentials(username=<set>, password=<set>, ssh_passphrase=<set>, ssh_key='~/.ssh/id')"
+    )
+    assert "tok-123" not in str(creds) and "pp-456" not in f"{creds}"
+    source = GitSource("https://alice:tok-123@example.com/x.git", "main", tmp_path)
+    assert "tok-123" not in repr(source) and source.url == "https://example.com/x.git"
+
+
+def test_credentials_from_env_and_file(tmp_path):
+    env = {"G_USERNAME": "u", "G_PASSWORD": "p", "G_TOKEN": "t", "G_SSH_KEY": "/k"}
+    assert Credentials.from_env("G", env) == Credentials("u", "p", ssh_key="/k")
+    assert Credentials.from_env("G", {"G_TOKEN": "t"}).password == "t"
+    good = tmp_path / "creds"
+    good.write_text("# git\nusername = u\ntoken=a=b\n\nssh_key=/k\n")
+    assert Credentials.from_file(good) == Credentials("u", "a=b", ssh_key="/k")
+    bad = tmp_path / "bad"
+    bad.write_text("username=u\npasword=x\n")
+    with pytest.raises(ConfigError, match=f"{bad}:2: expected key=value"):
+        Credentials.from_file(bad)
+    with pytest.raises(ConfigError, match="cannot read it"):
+        Credentials.from_file(tmp_path / "absent")
+
+
+def test_redact():
+    assert redact("https://u:p@h.example/x.git") == "https://h.example/x.git"
+    assert redact("ssh://git@h.example:22/x.git") == "ssh://h.example:22/x.git"
+    assert redact("git@h.example:org/x.git") == "git@h.example:org/x.git"
+    assert redact("/srv/x.git") == "/srv/x.git"
+
+
+def test_backoff_grows_to_the_cap_with_jitter():
+    backoff = Backoff(random.Random(7))
+    delays = [backoff.next_delay(n) for n in range(0, 14)]
+    assert delays[0] == 0.0
+    for n, delay in enumerate(delays[1:], 1):
+        ceiling = min(300.0, 2.0 ** (n - 1))
+        assert ceiling / 2 <= delay <= ceiling
+    assert backoff.next_delay(10_000) <= 300.0
+    replay = Backoff(random.Random(7))
+    assert delays == [replay.next_delay(n) for n in range(0, 14)]  # the injected rng decides
+    assert len(set(delays[1:])) == len(delays) - 1  # jittered, not a fixed ladder
