@@ -7,17 +7,13 @@ uses 2 for "changes pending" as `terraform plan -detailed-exitcode` does.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
-from reconciler import __version__
+from reconciler import __version__, commands
 from reconciler.errors import NodusGitopsError
-from reconciler.manifests import iter_manifest_files
-from reconciler.validation import resource_summary, validate_files
 
-EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+EXIT_PROBLEMS, EXIT_USAGE = 1, 2
 
 
 class _Parser(argparse.ArgumentParser):
@@ -26,43 +22,85 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
-def cmd_validate(args: argparse.Namespace) -> int:
-    files = []
-    for target in args.paths:
-        if not Path(target).exists():
-            print(f"nodus-gitops validate: {target}: no such file or directory", file=sys.stderr)
-            return EXIT_USAGE
-        files.extend(iter_manifest_files([target]))
-    result = validate_files((display, path.read_bytes()) for display, path in files)
-    if args.output == "json":
-        print(json.dumps({
-            "resources": [resource_summary(m) for m in result.manifests],
-            "problems": [p.as_dict() for p in result.problems],
-        }, indent=2))
-    else:
-        for problem in result.problems:
-            print(problem)
-        count = len(result.manifests)
-        if result.ok:
-            print(f"{count} resource{'s' if count != 1 else ''} in {len(files)} "
-                  f"file{'s' if len(files) != 1 else ''}: valid")
-        else:
-            print(f"{len(result.problems)} problem{'s' if len(result.problems) != 1 else ''} "
-                  f"in {count} resources", file=sys.stderr)
-    return EXIT_OK if result.ok else EXIT_PROBLEMS
+def _state_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state-dir", help="state directory (default ./.nodus-gitops, env "
+                   "NODUS_GITOPS_HOME)")
+    p.add_argument("--state", help="state database URL (default SQLite in the state "
+                   "directory; postgresql+psycopg://... for PostgreSQL; env NODUS_GITOPS_STATE)")
+    p.add_argument("--instance", help="this reconciler's name, in labels and check contexts "
+                   "(env NODUS_GITOPS_INSTANCE)")
+    p.add_argument("--config", help="YAML config file with repo bindings and providers")
+
+
+def _repo_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--repo", help="Git URL or local path of the manifests repository")
+    p.add_argument("--branch", help="branch to track (default: the local repository's "
+                   "current branch, else main)")
+    p.add_argument("--path", help="folder of the manifests inside the repository")
+    p.add_argument("--project", help="Nodus project the repository feeds (default: default)")
+    p.add_argument("--provider", help="compute backend (default: local)")
+    p.add_argument("--binding", help="with --config: the binding to use")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="nodus-gitops", description="GitOps reconciler for Nodus workloads.")
     parser.add_argument("--version", action="version", version=f"nodus-gitops {__version__}")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    validate = commands.add_parser("validate", help="check manifests against the schemas and "
-                                   "the platform's rules")
-    validate.add_argument("paths", nargs="*", default=["."], metavar="PATH",
-                          help="files or directories (default: .)")
-    validate.add_argument("-o", "--output", choices=["text", "json"], default="text")
-    validate.set_defaults(func=cmd_validate)
+    p = sub.add_parser("validate", help="check manifests against the schemas and rules")
+    p.add_argument("paths", nargs="*", default=["."], metavar="PATH",
+                   help="files or directories (default: .)")
+    p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    p.set_defaults(func=commands.cmd_validate)
+
+    p = sub.add_parser("plan", help="show what a commit would change (exit 0 none, 2 "
+                       "changes, 1 problems)")
+    _repo_options(p)
+    _state_options(p)
+    p.add_argument("--ref", help="branch, tag, SHA or ref to plan (default: the branch tip)")
+    p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    p.set_defaults(func=commands.cmd_plan)
+
+    p = sub.add_parser("reconcile", help="fetch, validate, plan and apply")
+    _repo_options(p)
+    _state_options(p)
+    p.add_argument("--once", action="store_true", help="apply and return; without it, wait "
+                   "until every resource has finished")
+    p.add_argument("--timeout", type=float, help="seconds to wait without --once")
+    p.set_defaults(func=commands.cmd_reconcile)
+
+    p = sub.add_parser("serve", help="run the reconciler and its dashboard")
+    _repo_options(p)
+    _state_options(p)
+    p.add_argument("--interval", help="poll interval (default 30s, at least 1s)")
+    p.add_argument("--listen", help="address of the dashboard and API (default "
+                   "127.0.0.1:8080, env NODUS_GITOPS_LISTEN)")
+    p.set_defaults(func=commands.cmd_serve)
+
+    p = sub.add_parser("get", help="list managed resources")
+    p.add_argument("target", nargs="?", metavar="KIND[/NAME]")
+    p.add_argument("-o", "--output", choices=["table", "wide", "json", "yaml"], default="table")
+    p.add_argument("-w", "--watch", action="store_true")
+    _state_options(p)
+    p.set_defaults(func=commands.cmd_get, repo=None)
+
+    p = sub.add_parser("describe", help="one resource with its status and events")
+    p.add_argument("target", metavar="KIND/NAME")
+    _state_options(p)
+    p.set_defaults(func=commands.cmd_describe, repo=None)
+
+    p = sub.add_parser("logs", help="a local Job's output")
+    p.add_argument("target", metavar="job/NAME")
+    p.add_argument("--index", type=int)
+    p.add_argument("-f", "--follow", action="store_true")
+    _state_options(p)
+    p.set_defaults(func=commands.cmd_logs, repo=None)
+
+    p = sub.add_parser("cp", help="copy a local Job's output and verify its SHA-256")
+    p.add_argument("source", metavar="job/NAME:outputs/OUTPUT")
+    p.add_argument("dest")
+    _state_options(p)
+    p.set_defaults(func=commands.cmd_cp, repo=None)
     return parser
 
 

@@ -290,6 +290,26 @@ class GitSource:
             raise SourceError(f"fetch of '{self.branch}' from {self.url} did not reach {sha}")
         return tip
 
+    def resolve(self, ref: str) -> str:
+        """The commit `ref` names: a SHA already fetched, or a branch, tag or other ref
+        on the remote (`feature`, `v1.2`, `refs/pull/7/head`), fetched on demand."""
+        try:
+            return str(self._repo.revparse_single(ref).peel(pygit2.Commit).id)
+        except (KeyError, ValueError, pygit2.GitError):
+            pass
+        full = ref if ref.startswith("refs/") else None
+
+        def op(remote: pygit2.Remote, cb: _Callbacks) -> str:
+            names = [h.name for h in remote.list_heads(callbacks=cb)]
+            candidates = [full] if full else [f"refs/heads/{ref}", f"refs/tags/{ref}"]
+            found = next((c for c in candidates if c in names), None)
+            if found is None:
+                raise SourceError(f"ref '{ref}' not found on {self.url}")
+            remote.fetch([f"+{found}:refs/nodus/resolved"], callbacks=cb)
+            return str(self._repo.revparse_single("refs/nodus/resolved").peel(pygit2.Commit).id)
+
+        return self._network(op)
+
     def _network(self, op: Callable[[pygit2.Remote, _Callbacks], _T]) -> _T:
         callbacks = _Callbacks(self._credentials, self.url)
         try:

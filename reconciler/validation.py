@@ -450,20 +450,25 @@ def manifests_from_documents(documents: list[Document]) -> tuple[list[Manifest],
     return manifests, problems
 
 
+def validate_file(name: str, content: bytes) -> tuple[list[Manifest], list[Problem]]:
+    """The manifests of one file and their own problems (duplicates across files aside)."""
+    try:
+        documents = load_documents(name, content)
+    except ManifestError as e:
+        return [], [Problem(e.file, e.line, "", "", "", e.message)]
+    manifests, problems = manifests_from_documents(documents)
+    for m in manifests:
+        problems.extend(validate_manifest(m))
+    return manifests, problems
+
+
 def validate_files(files: Iterable[tuple[str, bytes]]) -> Result:
     """Load and validate every file; all problems of all files in one result."""
     result = Result()
     for name, content in files:
-        try:
-            documents = load_documents(name, content)
-        except ManifestError as e:
-            result.problems.append(Problem(e.file, e.line, "", "", "", e.message))
-            continue
-        manifests, problems = manifests_from_documents(documents)
+        manifests, problems = validate_file(name, content)
         result.manifests.extend(manifests)
         result.problems.extend(problems)
-    for m in result.manifests:
-        result.problems.extend(validate_manifest(m))
     result.problems.extend(duplicate_problems(result.manifests))
     result.problems.sort()
     return result

@@ -195,6 +195,7 @@ class ManifestRepo:
         self.bare = root / f"{name}.git"
         self.work = work
         self.branch = "main"
+        self.push_url = push_url or str(self.bare)
         git("init", "--quiet", "--bare", self.bare)
         git("init", "--quiet", work)
         git("remote", "add", "origin", push_url or self.bare, cwd=work)

@@ -1,0 +1,257 @@
+"""The handlers behind each `nodus-gitops` command (argument parsing lives in cli.py)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from reconciler.config import Settings, binding_from_flags, load_settings
+from reconciler.desired import DesiredTree
+from reconciler.errors import ConfigError, SourceError
+from reconciler.identity import KINDS, ResourceKey
+from reconciler.logging_setup import setup_logging
+from reconciler.manifests import iter_manifest_files
+from reconciler.output import describe, dump, plan_text, resource_object, resources_table
+from reconciler.phases import is_terminal
+from reconciler.plan import ActionType
+from reconciler.sync import BindingSync
+from reconciler.validation import resource_summary, validate_files
+from state.store import Store
+
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
+EXIT_CHANGES = 2  # `plan`: changes pending
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    bindings = ()
+    if getattr(args, "repo", None):
+        bindings = (binding_from_flags(args.repo, args.branch, args.path, args.project,
+                                       args.provider, getattr(args, "interval", None)),)
+    settings = load_settings(getattr(args, "config", None), bindings=bindings, overrides={
+        "state_dir": args.state_dir, "state_url": args.state, "instance": args.instance,
+        "listen": getattr(args, "listen", None)})
+    return settings
+
+
+def open_store(settings: Settings) -> Store:
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    return Store.open(settings.state_url, settings.state_dir)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    files = []
+    for target in args.paths:
+        if not Path(target).exists():
+            print(f"nodus-gitops validate: {target}: no such file or directory", file=sys.stderr)
+            return EXIT_USAGE
+        files.extend(iter_manifest_files([target]))
+    result = validate_files((display, path.read_bytes()) for display, path in files)
+    if args.output == "json":
+        print(json.dumps({
+            "resources": [resource_summary(m) for m in result.manifests],
+            "problems": [p.as_dict() for p in result.problems],
+        }, indent=2))
+    else:
+        for problem in result.problems:
+            print(problem)
+        n = len(result.manifests)
+        if result.ok:
+            print(f"{n} resource{'s' if n != 1 else ''} in {len(files)} "
+                  f"file{'s' if len(files) != 1 else ''}: valid")
+        else:
+            print(f"{len(result.problems)} problem{'s' if len(result.problems) != 1 else ''} "
+                  f"in {n} resources", file=sys.stderr)
+    return EXIT_OK if result.ok else EXIT_PROBLEMS
+
+
+def _single_binding(settings: Settings, args: argparse.Namespace):
+    if not settings.bindings:
+        raise ConfigError("no repository: pass --repo URL|PATH (or --config FILE)")
+    if getattr(args, "binding", None):
+        return settings.binding(args.binding)
+    if len(settings.bindings) > 1:
+        raise ConfigError("the config has several repo bindings: choose one with --binding ID")
+    return settings.bindings[0]
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    binding = _single_binding(settings, args)
+    store = open_store(settings)
+    sync = BindingSync(binding, store, provider=None, instance=settings.instance,  # type: ignore[arg-type]
+                       mirror_dir=settings.state_dir / "mirrors")
+    tip = sync.source.fetch()
+    commit = sync.source.resolve(args.ref) if args.ref else tip
+    tree = DesiredTree.read(commit, sync.source.read_tree(commit, binding.path))
+    problems = tree.problems
+    the_plan = sync.plan_commit(tree)
+    if args.output == "json":
+        print(the_plan.to_json(commit, [p.as_dict() for p in problems]))
+    else:
+        print(plan_text(commit, the_plan, problems))
+    if problems or the_plan.blocked:
+        return EXIT_PROBLEMS
+    return EXIT_CHANGES if the_plan.has_changes else EXIT_OK
+
+
+def _service(settings: Settings, store: Store):
+    from reconciler.service import Service
+
+    return Service(settings, store)
+
+
+def cmd_reconcile(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    if not settings.bindings:
+        raise ConfigError("no repository: pass --repo URL|PATH (or --config FILE)")
+    store = open_store(settings)
+    service = _service(settings, store)
+    reports = service.reconcile_all(force=True)
+    failed = False
+    for report in reports:
+        print(f"{report.binding}: {report.result} at {(report.commit or '-')[:12]}: "
+              f"{report.message}")
+        for p in report.problems:
+            print(f"  {p}")
+        if report.plan:
+            for a in report.plan.actions:
+                if a.action != ActionType.NOOP or a.reason:
+                    print(f"  {a.action.value} {a.key.short}" + (f": {a.reason}" if a.reason
+                                                                 else ""))
+        if report.changes:
+            for o in report.changes.failed:
+                print(f"  failed {o.action.key.short}: {o.error}")
+        failed |= not report.ok
+    if not args.once and not failed:
+        failed = not _wait_until_finished(service, store, args.timeout)
+    return EXIT_PROBLEMS if failed else EXIT_OK
+
+
+def _wait_until_finished(service, store: Store, timeout: float | None) -> bool:
+    """Refresh until every resource is finished; True when all Succeeded."""
+    deadline = time.monotonic() + timeout if timeout else None
+    while True:
+        for binding_id, sync in service.syncs.items():
+            sync.applier.refresh(binding_id)
+        records = store.list_inventory()
+        if all(is_terminal(r.phase) or r.deleted for r in records):
+            print(resources_table(records))
+            return all(r.phase == "Succeeded" or r.deleted for r in records)
+        if deadline and time.monotonic() > deadline:
+            print(resources_table(records))
+            print(f"timed out after {timeout}s waiting for resources to finish",
+                  file=sys.stderr)
+            return False
+        time.sleep(0.5)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    if not settings.bindings:
+        raise ConfigError("no repository: pass --repo URL|PATH or --config FILE")
+    setup_logging()
+    store = open_store(settings)
+    service = _service(settings, store)
+    from reconciler.web.server import start_server
+
+    service.run(serve_http=lambda svc: start_server(svc, settings.listen))
+    return EXIT_OK
+
+
+def _select(store: Store, target: str | None) -> list:
+    records = store.list_inventory()
+    if not target:
+        return records
+    kind, _, name = target.partition("/")
+    kind = _kind(kind)
+    return [r for r in records if r.key.kind == kind and (not name or r.key.name == name)]
+
+
+def _kind(text: str) -> str:
+    aliases = {k.lower(): k for k in KINDS} | {k.lower() + "s": k for k in KINDS}
+    kind = aliases.get(text.lower())
+    if kind is None:
+        raise ConfigError(f"unknown kind {text!r} (use job, pipeline or sweep)")
+    return kind
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    store = open_store(settings)
+    while True:
+        records = _select(store, args.target)
+        if args.target and "/" in args.target and not records:
+            print(f"nodus-gitops get: {args.target} not found", file=sys.stderr)
+            return EXIT_PROBLEMS
+        if args.output in ("json", "yaml"):
+            print(dump([resource_object(r) for r in records], args.output))
+        else:
+            print(resources_table(records, wide=args.output == "wide"))
+        if not args.watch:
+            return EXIT_OK
+        time.sleep(2)
+        print()
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    settings = settings_from(args)
+    store = open_store(settings)
+    kind, _, name = args.target.partition("/")
+    records = [r for r in _select(store, args.target) if r.key.name == name]
+    if not name or not records:
+        print(f"nodus-gitops describe: {args.target} not found (use KIND/NAME)", file=sys.stderr)
+        return EXIT_PROBLEMS
+    for r in records:
+        print(describe(r, store.list_events(r.key)))
+    return EXIT_OK
+
+
+def job_key(store: Store, target: str) -> ResourceKey:
+    kind, _, name = target.partition("/")
+    if _kind(kind) != "Job" or not name:
+        raise ConfigError(f"{target!r}: name a Job as job/NAME")
+    for r in store.list_inventory(kind="Job"):
+        if r.key.name == name:
+            return r.key
+    projects = {r.key.project for r in store.list_inventory()} or {"default"}
+    return ResourceKey("Job", sorted(projects)[0], name)  # stage and cell Jobs
+
+
+def _local_root(settings: Settings) -> Path:
+    local = settings.provider_settings("local")
+    return Path(local.get("root") or settings.state_dir / "local")
+
+
+def cmd_logs(args: argparse.Namespace) -> int:
+    from providers.local.logs import iter_logs
+
+    settings = settings_from(args)
+    key = job_key(open_store(settings), args.target)
+    try:
+        for line in iter_logs(_local_root(settings), key, index=args.index, follow=args.follow):
+            sys.stdout.write(line if line.endswith("\n") else line + "\n")
+            sys.stdout.flush()
+    except FileNotFoundError:
+        print(f"nodus-gitops logs: no logs for {args.target} on the local backend",
+              file=sys.stderr)
+        return EXIT_PROBLEMS
+    return EXIT_OK
+
+
+def cmd_cp(args: argparse.Namespace) -> int:
+    from providers.local.outputs import copy_output
+
+    settings = settings_from(args)
+    source, _, output = args.source.partition(":outputs/")
+    if not output:
+        raise ConfigError(f"{args.source!r}: use job/NAME:outputs/OUTPUT")
+    key = job_key(open_store(settings), source)
+    path, size, digest = copy_output(_local_root(settings), key, output, Path(args.dest))
+    print(f"{path}: {size} bytes, sha256 {digest[:12]}")
+    return EXIT_OK
+
+
+__all__ = ["SourceError", "setup_logging"]

@@ -1,0 +1,232 @@
+"""Settings: a YAML config file for several repo bindings, or one binding from flags,
+with every setting overridable by an environment variable.
+
+Environment: `NODUS_GITOPS_HOME` (state directory), `NODUS_GITOPS_STATE` (state URL),
+`NODUS_GITOPS_INSTANCE`, `NODUS_GITOPS_LISTEN`, and per binding
+`NODUS_GITOPS_REPO_<ID>_<FIELD>` (ID upper-cased with '-' as '_', FIELD in upper snake
+case: `NODUS_GITOPS_REPO_TEAM_A_MAX_DELETIONS=20`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import pygit2
+import yaml
+
+from reconciler.errors import ConfigError
+from reconciler.quantities import parse_duration
+
+ENV_PREFIX = "NODUS_GITOPS_"
+DEFAULT_STATE_DIR = ".nodus-gitops"
+DEFAULT_INTERVAL = 30
+MIN_INTERVAL = 1
+_ID = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class Binding:
+    """One repository path feeding one Nodus project through one provider."""
+
+    id: str
+    url: str
+    branch: str = "main"
+    path: str = ""
+    project: str = "default"
+    provider: str = "local"
+    interval: float = DEFAULT_INTERVAL
+    allow_empty: bool = False
+    max_deletions: int = 10
+    self_heal: bool = False
+    credentials_env: str | None = None
+    credentials_file: str | None = None
+
+
+@dataclass(frozen=True)
+class Settings:
+    state_dir: Path = Path(DEFAULT_STATE_DIR)
+    state_url: str | None = None
+    instance: str = "default"
+    listen: str = "127.0.0.1:8080"
+    bindings: tuple[Binding, ...] = ()
+    providers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    checks: dict[str, Any] = field(default_factory=dict)
+
+    def binding(self, id: str) -> Binding:
+        for b in self.bindings:
+            if b.id == id:
+                return b
+        raise ConfigError(f"no repo binding {id!r} (bindings: "
+                          f"{', '.join(b.id for b in self.bindings) or 'none'})")
+
+    def provider_settings(self, name: str) -> dict[str, Any]:
+        settings = dict(self.providers.get(name, {}))
+        settings.setdefault("type", name)
+        return settings
+
+
+_CAMEL = {f.name: re.sub(r"_([a-z])", lambda m: m.group(1).upper(), f.name)
+          for f in fields(Binding)}
+
+
+def _snake_env(name: str) -> str:
+    return name.upper()
+
+
+def _coerce(binding_field: str, value: Any, where: str) -> Any:
+    """Values from YAML or the environment into the field's type, with a clear error."""
+    if binding_field == "interval":
+        seconds = parse_duration(value) if isinstance(value, str) else value
+        if isinstance(value, str) and seconds is None:
+            try:
+                seconds = float(value)
+            except ValueError:
+                seconds = None
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool):
+            raise ConfigError(f"{where}: {value!r} is not an interval (use 30s, 5m or seconds)")
+        if seconds < MIN_INTERVAL:
+            raise ConfigError(f"{where}: the poll interval must be at least {MIN_INTERVAL}s")
+        return float(seconds)
+    if binding_field in ("allow_empty", "self_heal"):
+        if isinstance(value, bool):
+            return value
+        if str(value).lower() in ("true", "1", "yes"):
+            return True
+        if str(value).lower() in ("false", "0", "no"):
+            return False
+        raise ConfigError(f"{where}: {value!r} is not true or false")
+    if binding_field == "max_deletions":
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{where}: {value!r} is not a whole number") from None
+        if number < 0:
+            raise ConfigError(f"{where}: must be 0 or more")
+        return number
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: {value!r} must be a string")
+    return value
+
+
+def binding_from_mapping(raw: Mapping[str, Any], where: str) -> Binding:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: a repo binding is a mapping with at least id and url")
+    known = {camel: name for name, camel in _CAMEL.items()}
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        if key == "credentials" and isinstance(value, Mapping):
+            values["credentials_env"] = value.get("env")
+            values["credentials_file"] = value.get("file")
+            continue
+        if key not in known:
+            raise ConfigError(f"{where}: unknown setting {key!r} (known: "
+                              f"{', '.join(sorted(known))}, credentials)")
+        values[known[key]] = _coerce(known[key], value, f"{where}.{key}")
+    for required in ("id", "url"):
+        if required not in values:
+            raise ConfigError(f"{where}: {required} is required")
+    if not _ID.match(values["id"]):
+        raise ConfigError(f"{where}.id: {values['id']!r} must be lowercase letters, digits "
+                          "and '-'")
+    return Binding(**values)
+
+
+def _env_overrides(binding: Binding, environ: Mapping[str, str]) -> Binding:
+    prefix = f"{ENV_PREFIX}REPO_{binding.id.upper().replace('-', '_')}_"
+    changes = {}
+    for name in _CAMEL:
+        if name == "id":
+            continue
+        var = prefix + _snake_env(name)
+        if var in environ:
+            changes[name] = _coerce(name, environ[var], var)
+    return replace(binding, **changes) if changes else binding
+
+
+def load_settings(config_file: str | None = None, *, environ: Mapping[str, str] | None = None,
+                  overrides: Mapping[str, Any] | None = None,
+                  bindings: tuple[Binding, ...] = ()) -> Settings:
+    """The config file (if any), then the environment, then command-line overrides."""
+    environ = os.environ if environ is None else environ
+    raw: dict[str, Any] = {}
+    if config_file:
+        raw = _read_config(config_file)
+    state_dir = environ.get(f"{ENV_PREFIX}HOME") or raw.get("stateDir") or DEFAULT_STATE_DIR
+    settings = Settings(
+        state_dir=Path(state_dir),
+        state_url=environ.get(f"{ENV_PREFIX}STATE") or raw.get("state"),
+        instance=environ.get(f"{ENV_PREFIX}INSTANCE") or raw.get("instance", "default"),
+        listen=environ.get(f"{ENV_PREFIX}LISTEN") or raw.get("listen", "127.0.0.1:8080"),
+        providers=dict(raw.get("providers") or {}),
+        checks=dict(raw.get("checks") or {}),
+    )
+    found = list(bindings)
+    for i, item in enumerate(raw.get("repos") or []):
+        found.append(binding_from_mapping(item, f"{config_file}: repos[{i}]"))
+    ids = [b.id for b in found]
+    if len(ids) != len(set(ids)):
+        raise ConfigError(f"{config_file}: repo binding ids must be unique ({', '.join(ids)})")
+    settings = replace(settings, bindings=tuple(_env_overrides(b, environ) for b in found))
+    overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
+    if "state_dir" in overrides:
+        overrides["state_dir"] = Path(overrides["state_dir"])
+    return replace(settings, **overrides)
+
+
+def _read_config(path: str) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"--config {path}: {e.strerror}") from None
+    try:
+        raw = yaml.load(text, Loader=yaml.CSafeLoader) or {}
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}{line}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: the config is a mapping (instance, state, repos, ...)")
+    known = {"instance", "stateDir", "state", "listen", "repos", "providers", "checks"}
+    for key in raw:
+        if key not in known:
+            raise ConfigError(f"{path}: unknown setting {key!r} (known: "
+                              f"{', '.join(sorted(known))})")
+    return raw
+
+
+def binding_from_flags(repo: str, branch: str | None, path: str | None, project: str | None,
+                       provider: str | None, interval: str | None) -> Binding:
+    """The single binding `--repo URL|PATH [--branch] [--path]` describes."""
+    url = repo
+    if _is_local_path(repo):
+        url = str(Path(repo).resolve())
+    base = re.sub(r"\.git$", "", url.rstrip("/").rsplit("/", 1)[-1]) or "repo"
+    slug = re.sub(r"[^a-z0-9]+", "-", f"{base}-{path or ''}".lower()).strip("-")[:63] or "repo"
+    values: dict[str, Any] = {"id": slug.strip("-"), "url": url,
+                              "branch": branch or _default_branch(url),
+                              "path": (path or "").strip("/"),
+                              "project": project or "default", "provider": provider or "local"}
+    if interval is not None:
+        values["interval"] = _coerce("interval", interval, "--interval")
+    return Binding(**values)
+
+
+def _is_local_path(url: str) -> bool:
+    return "://" not in url and not re.match(r"^[\w.-]+@[\w.-]+:", url)
+
+
+def _default_branch(url: str) -> str:
+    """For a local repository, the branch checked out there; else `main`."""
+    if _is_local_path(url) and Path(url).exists():
+        try:
+            repo = pygit2.Repository(url)
+            if not repo.head_is_detached and not repo.head_is_unborn:
+                return repo.head.shorthand
+        except (pygit2.GitError, KeyError):
+            pass
+    return "main"

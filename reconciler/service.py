@@ -1,0 +1,104 @@
+"""The long-running service: polls every binding on its interval (APScheduler), never
+runs two syncs of one binding at once, serves the read-only web API, and shuts down
+cleanly on SIGTERM (first signal drains, a second one forces)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from apscheduler.schedulers.background import BackgroundScheduler
+
+from providers.base import Provider
+from providers.registry import build_provider
+from reconciler.config import Settings
+from reconciler.sync import BindingSync, SyncReport
+from state.store import Store
+
+log = logging.getLogger("nodus_gitops.service")
+
+
+@dataclass
+class Service:
+    settings: Settings
+    store: Store
+    provider_factory: Callable[[str], Provider] | None = None
+    syncs: dict[str, BindingSync] = field(default_factory=dict)
+    locks: dict[str, threading.Lock] = field(default_factory=dict)
+    stopping: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        providers: dict[str, Provider] = {}
+        factory = self.provider_factory or (lambda name: build_provider(
+            name, self.settings.provider_settings(name), self.settings.state_dir))
+        for binding in self.settings.bindings:
+            if binding.provider not in providers:
+                providers[binding.provider] = factory(binding.provider)
+            self.syncs[binding.id] = BindingSync(
+                binding, self.store, providers[binding.provider],
+                instance=self.settings.instance,
+                mirror_dir=self.settings.state_dir / "mirrors")
+            self.locks[binding.id] = threading.Lock()
+
+    def reconcile(self, binding_id: str, *, force: bool = False) -> SyncReport | None:
+        """One sync of one binding; None when one is already running (it is not queued:
+        the running one or the next tick picks up whatever changed)."""
+        lock = self.locks[binding_id]
+        if not lock.acquire(blocking=False):
+            return None
+        try:
+            return self.syncs[binding_id].reconcile_once(force=force)
+        except Exception:  # a bug must not stop the other bindings or the next tick
+            log.exception("sync crashed", extra={"binding": binding_id})
+            return None
+        finally:
+            lock.release()
+
+    def reconcile_all(self, *, force: bool = False) -> list[SyncReport]:
+        return [r for b in self.syncs if (r := self.reconcile(b, force=force)) is not None]
+
+    def trigger(self, binding_id: str) -> bool:
+        """Run a sync now, in the background (webhooks, the refresh endpoint)."""
+        if binding_id not in self.syncs:
+            return False
+        threading.Thread(target=self.reconcile, args=(binding_id,), daemon=True).start()
+        return True
+
+    def run(self, *, serve_http: Callable[[Service], Callable[[], None]] | None = None) -> None:
+        """Poll until SIGTERM/SIGINT. `serve_http` starts the web server and returns its
+        stop function."""
+        scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1})
+        for binding_id, sync in self.syncs.items():
+            scheduler.add_job(self.reconcile, "interval", seconds=sync.binding.interval,
+                              args=[binding_id], id=binding_id, next_run_time=_now())
+        stop_http = serve_http(self) if serve_http else None
+        interrupts = []
+
+        def on_signal(signum: int, _frame: object) -> None:
+            interrupts.append(signum)
+            if len(interrupts) > 1:
+                log.warning("second signal: stopping now")
+                raise SystemExit(1)
+            log.info("signal received: finishing the running syncs, then stopping")
+            self.stopping.set()
+
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+        scheduler.start()
+        log.info("serving", extra={"bindings": list(self.syncs), "listen": self.settings.listen})
+        try:
+            self.stopping.wait()
+        finally:
+            scheduler.shutdown(wait=True)
+            if stop_http:
+                stop_http()
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+
+def _now():
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC)

@@ -1,0 +1,174 @@
+"""One binding's reconcile step: fetch, validate, plan, apply, record.
+
+`BindingSync.reconcile_once()` is a ladder of numbered steps with early returns and a
+single `finally` that records the sync's result, the binding's condition and its reason.
+It keeps the last commit's parsed tree in memory, so a new commit re-reads only the
+paths its tree diff names.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from providers.base import Provider
+from reconciler.apply import Applier, ApplyContext, ChangeSet
+from reconciler.config import Binding
+from reconciler.desired import DesiredTree
+from reconciler.errors import SourceError
+from reconciler.plan import Live, Plan, PlanOptions, Recorded, plan
+from reconciler.source import Backoff, Credentials, GitSource
+from reconciler.validation import Problem
+from state.store import Store
+
+log = logging.getLogger("nodus_gitops.sync")
+
+
+@dataclass
+class SyncReport:
+    """What one reconcile step saw and did; `result` is the sync's named outcome."""
+
+    binding: str
+    commit: str | None = None
+    result: str = "noop"
+    message: str = ""
+    problems: list[Problem] = field(default_factory=list)
+    plan: Plan | None = None
+    changes: ChangeSet | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.result in ("applied", "noop", "unchanged")
+
+
+def credentials_for(binding: Binding) -> Credentials | None:
+    if binding.credentials_file:
+        return Credentials.from_file(binding.credentials_file)
+    if binding.credentials_env:
+        return Credentials.from_env(binding.credentials_env)
+    return None
+
+
+def recorded_state(store: Store, binding_id: str) -> tuple[list[Recorded], dict]:
+    """The inventory as the plan reads it, and the live status last refreshed into it."""
+    records = [r for r in store.list_inventory(binding_id=binding_id)]
+    inventory = [Recorded(r.key, r.manifest, r.spec_hash, r.source_file or "", r.phase)
+                 for r in records]
+    observed = {r.key: Live(exists=not r.deleted, phase=r.phase, reason=r.reason)
+                for r in records}
+    return inventory, observed
+
+
+class BindingSync:
+    """Reconciles one repo binding; never runs two syncs at once (the caller's lock)."""
+
+    def __init__(self, binding: Binding, store: Store, provider: Provider, *, instance: str,
+                 mirror_dir: Path, backoff: Backoff | None = None) -> None:
+        self.binding = binding
+        self.store = store
+        self.applier = Applier(store, provider)
+        self.instance = instance
+        self.source = GitSource(binding.url, binding.branch, mirror_dir, credentials_for(binding))
+        self.backoff = backoff or Backoff(random.Random())
+        self.failures = 0
+        self.tree: DesiredTree | None = None
+        self.retry_commit = False  # the last apply had transient failures: try again
+        self.options = PlanOptions(binding.allow_empty, binding.max_deletions, binding.self_heal)
+        store.upsert_binding(binding.id, binding.url, binding.branch, binding.path,
+                             binding.project)
+
+    def read_tree(self, commit: str) -> DesiredTree:
+        """The commit's desired tree, re-reading only changed paths when possible."""
+        path = self.binding.path
+        if self.tree is not None and self.tree.commit == commit:
+            return self.tree
+        if self.tree is not None:
+            try:
+                changed = self.source.changed_paths(self.tree.commit, commit, path)
+            except SourceError:
+                changed = None  # the old commit is gone (force-push): read everything
+            if changed is not None:
+                paths = [*changed.added, *changed.modified]
+                blobs = self.source.read_blobs(commit, paths)
+                return self.tree.updated(commit, blobs, list(changed.deleted))
+        return DesiredTree.read(commit, self.source.read_tree(commit, path))
+
+    def plan_commit(self, tree: DesiredTree) -> Plan:
+        inventory, observed = recorded_state(self.store, self.binding.id)
+        return plan(tree.desired(self.binding.project), inventory, observed, self.options)
+
+    def reconcile_once(self, *, force: bool = False) -> SyncReport:
+        report = SyncReport(self.binding.id)
+        binding = self.store.get_binding(self.binding.id)
+        last_seen = binding.last_seen_commit if binding else None
+        last_applied = binding.last_applied_commit if binding else None
+        # 1. Ask the remote where the branch is; fetch only when it moved.
+        try:
+            head = self.source.fetch() if force or last_seen is None else (
+                self.source.poll(last_seen) or last_seen)
+        except SourceError as e:
+            self.failures += 1
+            self.store.record_poll(self.binding.id, last_seen, str(e))
+            log.warning("poll failed", extra={"binding": self.binding.id, "error": str(e)})
+            report.result, report.message = "error", str(e)
+            return report
+        self.failures = 0
+        self.store.record_poll(self.binding.id, head, None)
+        report.commit = head
+        # 2. Finish what a killed process left half done, before anything new.
+        self.applier.resolve_pending(self.binding.id)
+        # 3. Nothing new: refresh live status only.
+        if head == last_applied and not self.retry_commit and not force:
+            self.applier.refresh(self.binding.id)
+            report.result = "unchanged"
+            return report
+        sync_id = self.store.start_sync(self.binding.id, head)
+        try:
+            # 4. Read and validate the commit: any problem and nothing of it applies.
+            try:
+                tree = self.read_tree(head)
+            except SourceError as e:
+                report.result, report.message = "error", str(e)
+                return report
+            report.problems = tree.problems
+            if report.problems:
+                report.result = "invalid"
+                report.message = f"{len(report.problems)} problems; nothing applied"
+                return report
+            self.tree = tree
+            # 5. Plan against the recorded inventory, then apply.
+            report.plan = self.plan_commit(tree)
+            ctx = ApplyContext(self.binding.id, self.binding.project, self.instance,
+                               self.binding.url, head, sync_id)
+            report.changes = self.applier.apply(report.plan, ctx)
+            self.retry_commit = any(o.transient for o in report.changes.failed)
+            report.result = _result(report)
+            report.message = _summary_text(report.changes.summary())
+            if not self.retry_commit:
+                self.store.mark_applied(self.binding.id, head)
+            self.applier.refresh(self.binding.id)
+            return report
+        finally:
+            problems = [p.as_dict() for p in report.problems]
+            plan_json = json.loads(report.plan.to_json(head, problems)) if report.plan else {
+                "commit": head, "actions": [], "problems": problems}
+            summary = report.changes.summary() if report.changes else {}
+            self.store.finish_sync(sync_id, report.result, report.message, plan_json, summary)
+            log.info("sync finished", extra={"binding": self.binding.id, "commit": head,
+                                             "result": report.result})
+
+
+def _result(report: SyncReport) -> str:
+    assert report.changes is not None and report.plan is not None
+    if report.changes.failed:
+        return "partial"
+    if report.plan.blocked:
+        return "blocked"
+    return "applied" if report.plan.has_changes else "noop"
+
+
+def _summary_text(summary: dict[str, int]) -> str:
+    return ", ".join(f"{n} {k}" for k, n in summary.items() if n) or "nothing to do"

@@ -1,0 +1,142 @@
+"""The inventory part of the store: the resources the reconciler created and answers for."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from sqlalchemy import Row, Table, delete, func, select, update
+from sqlalchemy.exc import IntegrityError
+
+from reconciler.identity import ResourceKey
+from state.base import StoreBase, key_is, split_key, utc
+from state.models import InventoryItem
+from state.records import InventoryRecord
+
+_R: Table = InventoryItem.__table__  # type: ignore[attr-defined]
+
+UNKNOWN_PHASE = "Unknown"  # the count_by_phase key for resources with no phase yet
+
+
+class InventoryStore(StoreBase):
+    """Inventory methods of `Store`: one row per `ResourceKey`, kept after TTL removal."""
+
+    def list_inventory(
+        self, binding_id: str | None = None, project: str | None = None, kind: str | None = None
+    ) -> list[InventoryRecord]:
+        """Every recorded resource (deleted ones included), sorted by (kind, project, name)."""
+        query = select(_R).order_by(_R.c.kind, _R.c.project, _R.c.name)
+        for column, value in (("binding_id", binding_id), ("project", project), ("kind", kind)):
+            if value is not None:
+                query = query.where(_R.c[column] == value)
+        with self._read() as conn:
+            return [_inventory(row) for row in conn.execute(query)]
+
+    def get_resource(self, key: ResourceKey) -> InventoryRecord | None:
+        with self._read() as conn:
+            row = conn.execute(select(_R).where(*key_is(_R, key))).first()
+        return None if row is None else _inventory(row)
+
+    def upsert_resource(self, record: InventoryRecord) -> None:
+        """Record `record` whole; `created_at` is kept from the first write, the rest replaced."""
+        now = self._now()
+        values = dict(
+            kind=record.key.kind,
+            project=record.key.project,
+            name=record.key.name,
+            binding_id=record.binding_id,
+            manifest=record.manifest,
+            spec_hash=record.spec_hash,
+            source_commit=record.source_commit,
+            source_file=record.source_file,
+            provider=record.provider,
+            provider_id=record.provider_id,
+            phase=record.phase,
+            reason=record.reason,
+            message=record.message,
+            fix=record.fix,
+            status=record.status,
+            cost_usd=_decimal_text(record.cost_usd),
+            updated_at=now,
+            finished_at=None if record.finished_at is None else utc(record.finished_at),
+            deleted=record.deleted,
+        )
+        stmt = self._insert(_R).values(**values, created_at=now)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[_R.c.kind, _R.c.project, _R.c.name],
+            set_={k: stmt.excluded[k] for k in values},
+        )
+        with self._write() as conn:
+            try:
+                conn.execute(stmt)
+            except IntegrityError as exc:
+                raise KeyError(f"no binding {record.binding_id!r}: upsert_binding first") from exc
+
+    def update_status(
+        self,
+        key: ResourceKey,
+        phase: str | None,
+        reason: str | None,
+        message: str | None,
+        fix: str | None,
+        status: dict[str, Any],
+        cost_usd: str,
+        finished_at: datetime | None = None,
+        *,
+        deleted: bool | None = None,
+    ) -> bool:
+        """Record what the backend says; `finished_at`/`deleted` left as they are when None.
+
+        Returns False when the resource is not in the inventory (e.g. removed meanwhile).
+        """
+        values: dict[str, Any] = dict(
+            phase=phase,
+            reason=reason,
+            message=message,
+            fix=fix,
+            status=status,
+            cost_usd=_decimal_text(cost_usd),
+            updated_at=self._now(),
+        )
+        if finished_at is not None:
+            values["finished_at"] = utc(finished_at)
+        if deleted is not None:
+            values["deleted"] = deleted
+        with self._write() as conn:
+            return conn.execute(update(_R).where(*key_is(_R, key)).values(**values)).rowcount > 0
+
+    def remove_resource(self, key: ResourceKey) -> bool:
+        """Forget a resource (it was deleted on purpose). False when it was not recorded."""
+        with self._write() as conn:
+            return conn.execute(delete(_R).where(*key_is(_R, key))).rowcount > 0
+
+    def count_by_phase(self, binding_id: str | None = None) -> dict[str, int]:
+        """Resources per phase; those with no phase yet count under `Unknown`."""
+        query = select(_R.c.phase, func.count()).group_by(_R.c.phase)
+        if binding_id is not None:
+            query = query.where(_R.c.binding_id == binding_id)
+        counts: dict[str, int] = {}
+        with self._read() as conn:
+            for phase, count in conn.execute(query):
+                name = phase or UNKNOWN_PHASE
+                counts[name] = counts.get(name, 0) + int(count)
+        return dict(sorted(counts.items()))
+
+
+def _inventory(row: Row[Any]) -> InventoryRecord:
+    key, values = split_key(row)
+    del values["id"]
+    values["deleted"] = bool(values["deleted"])
+    return InventoryRecord(key=key, **values)
+
+
+def _decimal_text(value: str) -> str:
+    """`value` unchanged if it is a finite decimal number, else ValueError."""
+    try:
+        number = Decimal(str(value))
+    except InvalidOperation:
+        number = Decimal("NaN")
+    if not number.is_finite():
+        raise ValueError(f"cost_usd must be a decimal number, not {value!r}")
+    return str(value)

@@ -1,0 +1,208 @@
+"""The state schema: the SQLModel tables the store reads and writes, and nothing else.
+
+Every timestamp is a timezone-aware UTC `datetime` (stored naive-UTC on SQLite, as
+`timestamptz` on PostgreSQL); every structured value is a `sqlalchemy.JSON` column, which
+both databases round-trip. Enumerated string columns have a `StrEnum` here. Constraint and
+index names are explicit so later migrations can refer to them.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import JSON, CheckConstraint, DateTime, Dialect, Index, UniqueConstraint
+from sqlalchemy.types import TypeDecorator
+from sqlmodel import Field, SQLModel
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A `DateTime` that accepts only aware datetimes and always returns aware UTC ones."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: the state store keeps aware UTC times")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+class SyncResult(StrEnum):
+    PENDING = "pending"
+    APPLIED = "applied"
+    NOOP = "noop"
+    INVALID = "invalid"
+    BLOCKED = "blocked"
+    PARTIAL = "partial"
+    ERROR = "error"
+
+
+class IntentAction(StrEnum):
+    CREATE = "create"
+    PATCH = "patch"
+    DELETE = "delete"
+    REPLACE = "replace"
+
+
+class IntentState(StrEnum):
+    PENDING = "pending"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class EventType(StrEnum):
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+def _json() -> Any:
+    """A non-null JSON column holding a dict (default `{}`)."""
+    return Field(default_factory=dict, sa_type=JSON, nullable=False)
+
+
+class RepoBinding(SQLModel, table=True):
+    """One repository path feeding one Nodus project, and where its polling stands."""
+
+    __tablename__ = "repo_binding"
+
+    id: str = Field(primary_key=True, max_length=200)
+    url: str
+    branch: str
+    path: str
+    project: str
+    last_seen_commit: str | None = None
+    last_applied_commit: str | None = None
+    last_poll_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    last_error: str | None = None
+    updated_at: datetime = Field(sa_type=UTCDateTime)
+
+
+class Sync(SQLModel, table=True):
+    """One attempt to bring a binding to a commit: its plan, result and counts."""
+
+    __tablename__ = "sync"
+    __table_args__ = {"sqlite_autoincrement": True}
+
+    id: int | None = Field(default=None, primary_key=True)
+    binding_id: str = Field(foreign_key="repo_binding.id", index=True)
+    commit: str
+    started_at: datetime = Field(sa_type=UTCDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    result: str = Field(default=SyncResult.PENDING.value)
+    message: str = ""
+    plan: dict[str, Any] = _json()
+    summary: dict[str, Any] = _json()
+
+
+class InventoryItem(SQLModel, table=True):
+    """A resource the reconciler created and still answers for, keyed by (kind, project, name)."""
+
+    __tablename__ = "inventory"
+    __table_args__ = (UniqueConstraint("kind", "project", "name", name="uq_inventory_key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str
+    project: str
+    name: str
+    binding_id: str = Field(foreign_key="repo_binding.id", index=True)
+    manifest: dict[str, Any] = _json()
+    spec_hash: str
+    source_commit: str | None = None
+    source_file: str | None = None
+    provider: str | None = None
+    provider_id: str | None = None
+    phase: str | None = Field(default=None, index=True)
+    reason: str | None = None
+    message: str | None = None
+    fix: str | None = None
+    status: dict[str, Any] = _json()
+    cost_usd: str = "0"
+    created_at: datetime = Field(sa_type=UTCDateTime)
+    updated_at: datetime = Field(sa_type=UTCDateTime)
+    finished_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+    deleted: bool = False
+
+
+class Intent(SQLModel, table=True):
+    """The journal: one provider call announced before it is made, and its outcome."""
+
+    __tablename__ = "intent"
+    __table_args__ = {"sqlite_autoincrement": True}
+
+    id: int | None = Field(default=None, primary_key=True)
+    binding_id: str = Field(foreign_key="repo_binding.id", index=True)
+    sync_id: int | None = Field(default=None, foreign_key="sync.id")
+    action: str
+    kind: str
+    project: str
+    name: str
+    spec_hash: str
+    idempotency_key: str = Field(unique=True)
+    payload: dict[str, Any] = _json()
+    state: str = Field(default=IntentState.PENDING.value, index=True)
+    outcome: dict[str, Any] = _json()
+    created_at: datetime = Field(sa_type=UTCDateTime)
+    done_at: datetime | None = Field(default=None, sa_type=UTCDateTime)
+
+
+class Event(SQLModel, table=True):
+    """Something that happened to a resource, worth showing a person (like kubectl events)."""
+
+    __tablename__ = "event"
+    __table_args__ = (
+        Index("ix_event_key", "kind", "project", "name"),
+        {"sqlite_autoincrement": True},
+    )
+
+    id: int | None = Field(default=None, primary_key=True)
+    kind: str
+    project: str
+    name: str
+    at: datetime = Field(sa_type=UTCDateTime, index=True)
+    type: str = EventType.NORMAL.value
+    reason: str
+    message: str = ""
+
+
+class CheckRecord(SQLModel, table=True):
+    """The last commit check posted per (commit, context, target), so none is posted twice."""
+
+    __tablename__ = "check_record"
+    __table_args__ = (UniqueConstraint("commit", "context", "target", name="uq_check_record_key"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    binding_id: str = Field(foreign_key="repo_binding.id", index=True)
+    commit: str
+    context: str
+    state: str
+    summary: str = ""
+    posted_at: datetime = Field(sa_type=UTCDateTime)
+    target: str
+
+
+class SchemaVersion(SQLModel, table=True):
+    """The single row saying which migration the database has reached."""
+
+    __tablename__ = "schema_version"
+    __table_args__ = (CheckConstraint("id = 1", name="ck_schema_version_single_row"),)
+
+    id: int = Field(default=1, primary_key=True)
+    version: int
+
+
+TABLES = tuple(
+    m.__table__  # type: ignore[attr-defined]
+    for m in (RepoBinding, Sync, InventoryItem, Intent, Event, CheckRecord, SchemaVersion)
+)

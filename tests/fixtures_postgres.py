@@ -1,0 +1,59 @@
+"""PostgreSQL for tests: the server on 127.0.0.1:5432 (trust auth, database `test`).
+
+Each use gets a fresh schema of its own (via `search_path` in the URL), dropped
+afterwards. Tests are skipped, saying why, only when nothing listens on the server's
+port; CI starts the server. Set NODUS_TEST_POSTGRES_URL to use another server.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, make_url, text
+
+PG_URL = os.environ.get(
+    "NODUS_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+
+
+def _pg_refuses() -> str | None:
+    url = make_url(PG_URL)
+    host, port = url.host or "127.0.0.1", url.port or 5432
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+    except OSError as exc:
+        return f"PostgreSQL at {host}:{port} refuses connections ({exc})"
+    return None
+
+
+@pytest.fixture
+def pg_state_url() -> Iterator[str]:
+    """A URL to an empty PostgreSQL schema of its own, dropped afterwards."""
+    reason = _pg_refuses()
+    if reason:
+        pytest.skip(reason)
+    schema = f"nodus_test_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(PG_URL)
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    try:
+        yield f"{PG_URL}?options=-csearch_path%3D{schema}"
+    finally:
+        with admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def state_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A URL to an empty state database of each kind."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'state.db'}"
+    return request.getfixturevalue("pg_state_url")
+
+

@@ -1,0 +1,126 @@
+"""Opening the store: the `--state` setting, schema migrations and the version guard."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Connection, create_engine, inspect, text
+
+from reconciler.errors import ConfigError
+from state import Store
+from state import migrations as m
+from tests.state.support import execute
+
+OpenStore = Callable[..., Store]
+
+
+def test_first_open_creates_schema_v1_and_reopening_changes_nothing(
+    open_store: OpenStore, state_url: str
+) -> None:
+    first = open_store()
+    assert first.schema_version() == m.LATEST == 1
+    first.upsert_binding("team-a", "u", "main", "", "proj-a")
+    first.close()
+
+    again = open_store()
+    assert again.schema_version() == 1
+    assert [b.id for b in again.list_bindings()] == ["team-a"]
+    assert execute(state_url, "SELECT id, version FROM schema_version") == [[(1, 1)]]
+
+
+def test_a_newer_schema_is_refused_and_left_alone(open_store: OpenStore, state_url: str) -> None:
+    open_store().close()
+    execute(state_url, "UPDATE schema_version SET version = 7")
+    with pytest.raises(ConfigError) as caught:
+        open_store()
+    message = str(caught.value)
+    assert "is at schema version 7, newer than this nodus-gitops (1): upgrade nodus-gitops" in (
+        message
+    )
+    assert message.startswith("state database ")
+    assert execute(state_url, "SELECT version FROM schema_version") == [[(7,)]]
+
+
+def _add_probe_table(conn: Connection) -> None:
+    conn.execute(text("CREATE TABLE probe (id INTEGER PRIMARY KEY)"))
+    conn.execute(text("ALTER TABLE repo_binding ADD COLUMN probe_note VARCHAR"))
+
+
+def _broken(conn: Connection) -> None:
+    _add_probe_table(conn)
+    raise RuntimeError("migration 2 failed half way")
+
+
+def test_migrations_run_in_order_on_an_older_database(
+    open_store: OpenStore, state_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    open_store().close()
+    monkeypatch.setattr(m, "MIGRATIONS", (*m.MIGRATIONS, _add_probe_table))
+    monkeypatch.setattr(m, "LATEST", 2)
+    assert open_store().schema_version() == 2
+    assert execute(state_url, "SELECT count(*) FROM probe") == [[(0,)]]
+
+
+def test_a_failing_migration_leaves_the_old_schema_whole(
+    open_store: OpenStore, state_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    open_store().close()
+    monkeypatch.setattr(m, "MIGRATIONS", (*m.MIGRATIONS, _broken))
+    monkeypatch.setattr(m, "LATEST", 2)
+    with pytest.raises(RuntimeError, match="half way"):
+        open_store()
+    monkeypatch.undo()
+
+    store = open_store()
+    assert store.schema_version() == 1
+    engine = create_engine(state_url)
+    try:
+        with engine.connect() as conn:
+            insp = inspect(conn)
+            assert not insp.has_table("probe")
+            assert "probe_note" not in {c["name"] for c in insp.get_columns("repo_binding")}
+    finally:
+        engine.dispose()
+
+
+def test_default_database_lives_in_the_state_dir_in_wal_mode(tmp_path: Path) -> None:
+    state_dir = tmp_path / "var" / "nodus"
+    with Store.open(state_dir=state_dir) as store:
+        store.upsert_binding("team-a", "u", "main", "", "proj-a")
+    db = state_dir / "state.db"
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert conn.execute("SELECT id FROM repo_binding").fetchall() == [("team-a",)]
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("not a url", "is not a database URL"),
+        ("mysql://u@localhost/db", "unsupported database 'mysql'"),
+        ("sqlite://", "must name a database file"),
+        ("sqlite:///:memory:", "must name a database file"),
+        ("sqlite:////no/such/dir/state.db", "does not exist"),
+        ("postgresql://u:s3cret@127.0.0.1:1/db", "cannot open state database"),
+    ],
+)
+def test_bad_state_urls_name_the_setting_and_hide_passwords(url: str, says: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        Store.open(url)
+    message = str(caught.value)
+    assert message.startswith("--state: ") and says in message
+    assert "s3cret" not in message
+
+
+def test_no_url_and_no_state_dir_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="--state"):
+        Store.open()
+
+
+def test_plain_postgresql_urls_use_psycopg(pg_state_url: str) -> None:
+    plain = pg_state_url.replace("postgresql+psycopg://", "postgresql://")
+    with Store.open(plain) as store:
+        assert store.schema_version() == 1
