@@ -15,11 +15,12 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from providers.base import Observed, Provider, Workload
 from reconciler import failpoints
-from reconciler.errors import NotFoundError, PermanentError, ProviderError, TransientError
+from reconciler.errors import NotFoundError, ProviderError, TransientError
 from reconciler.identity import (
     ANNOTATION_SOURCE_COMMIT,
     ANNOTATION_SOURCE_FILE,
@@ -77,6 +78,7 @@ class ChangeSet:
     """What one apply did, grouped as people read it."""
 
     outcomes: list[Outcome] = field(default_factory=list)
+    unchanged: int = 0  # in sync, with no action in the plan
 
     def _keys(self, action: ActionType, ok: bool = True) -> list[ResourceKey]:
         return [o.action.key for o in self.outcomes if o.action.action == action and o.ok == ok]
@@ -93,6 +95,7 @@ class ChangeSet:
                  ActionType.NOOP: "unchanged", ActionType.BLOCKED: "blocked"}
         for o in self.outcomes:
             counts[names[o.action.action] if o.ok else "failed"] += 1
+        counts["unchanged"] += self.unchanged
         return counts
 
 
@@ -127,12 +130,51 @@ def merge_patch(changes: tuple[Change, ...] | list[Change], manifest: dict[str, 
     return patch
 
 
+@dataclass
+class _Step:
+    """One provider call of an action (a replace is a delete step, then a create step)."""
+
+    action: Action
+    op: str  # create | patch | delete
+    payload: dict[str, Any]
+    spec_hash: str
+    intent_id: int = 0
+    skip: bool = False  # this very intent was carried out before (a re-run of the commit)
+    observed: Observed | None = None
+    error: ProviderError | None = None
+
+
+@dataclass
+class _Results:
+    """What a chunk's provider calls did, written to the store together."""
+
+    upserts: list[InventoryRecord] = field(default_factory=list)
+    removed: list[ResourceKey] = field(default_factory=list)
+    intents: list[tuple[int, bool, dict[str, Any]]] = field(default_factory=list)
+    events: list[tuple[ResourceKey, str, str, str]] = field(default_factory=list)
+
+    def write(self, store: Store) -> None:
+        store.upsert_resources(self.upserts)
+        store.remove_resources(self.removed)
+        store.finish_intents(self.intents)
+        store.add_events(self.events)
+
+
+EFFECTS = {ActionType.CREATE: ("create",), ActionType.PATCH: ("patch",),
+           ActionType.REPLACE: ("delete", "create"), ActionType.DELETE: ("delete",)}
+# Intents are journaled, and results recorded, in chunks: each chunk's intents commit in
+# one transaction before its first provider call, and its results in one after the last.
+CHUNK = 200
+
+
 class Applier:
     """Runs plans for one binding through one provider, recording into the store."""
 
     def __init__(self, store: Store, provider: Provider, *, retry: RetryPolicy = RetryPolicy(),
                  sleep: Callable[[float], None] = time.sleep,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self.clock = clock
         self.store = store
         self.provider = provider
         self.retry = retry
@@ -142,115 +184,122 @@ class Applier:
     # --- the batch -----------------------------------------------------------------------
 
     def apply(self, plan: Plan, ctx: ApplyContext) -> ChangeSet:
-        changes = ChangeSet()
+        changes = ChangeSet(unchanged=plan.unchanged)
+        effects = [a for a in plan.actions if a.action in EFFECTS]
+        failed: dict[Action, ProviderError] = {}
+        for i in range(0, len(effects), CHUNK):
+            failed.update(self._apply_chunk(effects[i:i + CHUNK], ctx))
+        unchanged = [a for a in plan.actions if a.action == ActionType.NOOP and a.record]
+        if unchanged:
+            with self.store.batch():
+                for action in unchanged:
+                    self._record_unchanged(action, ctx)
         for action in plan.actions:
-            changes.outcomes.append(self._apply_one(action, ctx))
+            error = failed.get(action)
+            changes.outcomes.append(Outcome(action, ok=True) if error is None else Outcome(
+                action, ok=False, error=str(error), transient=isinstance(error, TransientError)))
         return changes
 
-    def _apply_one(self, action: Action, ctx: ApplyContext) -> Outcome:
-        try:
-            if action.action == ActionType.CREATE:
-                observed = self._create(action, ctx)
-            elif action.action == ActionType.PATCH:
-                observed = self._patch(action, ctx)
-            elif action.action == ActionType.REPLACE:
-                self._delete(action, ctx)
-                observed = self._create(action, ctx)
-            elif action.action == ActionType.DELETE:
-                self._delete(action, ctx)
-                observed = None
-            else:
-                if action.record:
-                    self._record_unchanged(action, ctx)
-                return Outcome(action, ok=True)
-        except ProviderError as e:
-            self.store.add_event(action.key, "Warning", "ApplyFailed", f"{action.action}: {e}")
-            return Outcome(action, ok=False, error=str(e),
-                           transient=isinstance(e, TransientError))
-        return Outcome(action, ok=True, observed=observed)
+    def _steps(self, action: Action, ctx: ApplyContext) -> list[_Step]:
+        base = {"file": action.file, "commit": ctx.commit, "repo": ctx.repo,
+                "instance": ctx.instance}
+        steps = []
+        for op in EFFECTS[action.action]:
+            payload = dict(base)
+            spec_hash = action.spec_hash
+            if op in ("create", "patch"):
+                payload["manifest"] = action.manifest
+            if op == "patch":
+                payload["patch"] = merge_patch(action.changes, action.manifest or {})
+            steps.append(_Step(action, op, payload, spec_hash))
+        return steps
 
-    # --- one effect each, journaled ------------------------------------------------------
+    def _apply_chunk(self, actions: list[Action], ctx: ApplyContext) -> dict[Action,
+                                                                              ProviderError]:
+        steps = [step for a in actions for step in self._steps(a, ctx)]
+        # 1. Journal every intent of the chunk; one commit before any provider call.
+        for step in steps:
+            failpoints.reach(f"before-intent-{step.op}")
+        journaled = self.store.add_intents([
+            {"binding_id": ctx.binding_id, "sync_id": ctx.sync_id, "action": step.op,
+             "key": step.action.key, "spec_hash": step.spec_hash, "payload": step.payload,
+             "idempotency_key": idempotency_key(ctx, step.op, step.action.key,
+                                                step.spec_hash)} for step in steps])
+        for step in steps:
+            step.intent_id, state = journaled[idempotency_key(ctx, step.op, step.action.key,
+                                                              step.spec_hash)]
+            step.skip = state == "done"  # carried out by an earlier run of this commit
+        # 2. The provider calls, in plan order; a failed delete stops its replace.
+        broken: set[Action] = set()
+        for step in steps:
+            if step.skip or step.action in broken:
+                continue
+            failpoints.reach(f"after-intent-{step.op}")
+            try:
+                step.observed = self._call_step(step, ctx)
+            except NotFoundError:
+                if step.op != "delete":
+                    step.error = NotFoundError(f"{step.action.key.short} is missing from the "
+                                               "backend")
+            except ProviderError as e:
+                step.error = e
+            if step.error is not None:
+                broken.add(step.action)
+            failpoints.reach(f"after-provider-{step.op}")
+        # 3. Record every result; one commit.
+        results = _Results()
+        for step in steps:
+            if step.skip:
+                continue
+            if step.error is None and step.action in broken and step.op != "delete":
+                # Never tried: the step before it failed. Closed, so that no restart
+                # carries out half of a replace.
+                results.intents.append((step.intent_id, False, {"error": "not attempted"}))
+                continue
+            self._record_step(step, ctx, results)
+        with self.store.batch():
+            results.write(self.store)
+        for step in steps:
+            if not step.skip and step.error is None and step.action not in broken:
+                failpoints.reach(f"after-record-{step.op}")
+        return {s.action: s.error for s in steps if s.error is not None}
 
-    def _journal(self, action: str, key: ResourceKey, spec_hash: str, ctx: ApplyContext,
-                 payload: dict[str, Any]) -> IntentRecord | None:
-        """Commit the intent; None when this very intent was already carried out."""
-        failpoints.reach(f"before-intent-{action}")
-        idem = idempotency_key(ctx, action, key, spec_hash)
-        intent_id = self.store.add_intent(ctx.binding_id, ctx.sync_id, action, key, spec_hash,
-                                          idem, payload)
-        intent = self.store.get_intent(intent_id)
-        if intent is not None and intent.state == "done":
+    def _call_step(self, step: _Step, ctx: ApplyContext) -> Observed | None:
+        key = step.action.key
+        if step.op == "delete":
+            self._call(lambda: self.provider.delete(key))
             return None
-        failpoints.reach(f"after-intent-{action}")
-        return intent
+        workload = workload_for(step.payload["manifest"], key, step.spec_hash,
+                                step.payload["file"], ctx)
+        if step.op == "create":
+            idem = idempotency_key(ctx, "create", key, step.spec_hash)
+            return self._call(lambda: self.provider.create(workload, idem))
+        return self._call(lambda: self.provider.patch(workload, step.payload["patch"]))
 
-    def _create(self, action: Action, ctx: ApplyContext) -> Observed | None:
-        assert action.manifest is not None
-        payload = {"manifest": action.manifest, "file": action.file, "commit": ctx.commit,
-                   "repo": ctx.repo, "instance": ctx.instance}
-        intent = self._journal("create", action.key, action.spec_hash, ctx, payload)
-        if intent is None:
-            return None
-        return self._finish_create(intent)
-
-    def _finish_create(self, intent: IntentRecord) -> Observed:
-        p = intent.payload
-        ctx = ApplyContext(intent.binding_id, intent.key.project, p["instance"], p["repo"],
-                           p["commit"])
-        workload = workload_for(p["manifest"], intent.key, intent.spec_hash, p["file"], ctx)
-        observed = self._call(lambda: self.provider.create(workload, intent.idempotency_key))
-        failpoints.reach("after-provider-create")
-        self._record(intent.binding_id, intent.key, p["manifest"], intent.spec_hash, p["file"],
-                     p["commit"], observed)
-        failpoints.reach("after-record-create")
-        self.store.complete_intent(intent.id, {"provider_id": observed.provider_id})
-        self.store.add_event(intent.key, "Normal", "Created",
-                             f"created from {p['file']} at {p['commit'][:12]}")
-        return observed
-
-    def _patch(self, action: Action, ctx: ApplyContext) -> Observed | None:
-        assert action.manifest is not None
-        payload = {"manifest": action.manifest, "file": action.file, "commit": ctx.commit,
-                   "repo": ctx.repo, "instance": ctx.instance,
-                   "patch": merge_patch(action.changes, action.manifest)}
-        intent = self._journal("patch", action.key, action.spec_hash, ctx, payload)
-        if intent is None:
-            return None
-        return self._finish_patch(intent)
-
-    def _finish_patch(self, intent: IntentRecord) -> Observed:
-        p = intent.payload
-        ctx = ApplyContext(intent.binding_id, intent.key.project, p["instance"], p["repo"],
-                           p["commit"])
-        workload = workload_for(p["manifest"], intent.key, intent.spec_hash, p["file"], ctx)
-        observed = self._call(lambda: self.provider.patch(workload, p["patch"]))
-        failpoints.reach("after-provider-patch")
-        self._record(intent.binding_id, intent.key, p["manifest"], intent.spec_hash, p["file"],
-                     p["commit"], observed)
-        self.store.complete_intent(intent.id, {"patch": p["patch"]})
-        self.store.add_event(intent.key, "Normal", "Patched",
-                             "changed " + ", ".join(f"{s}.{f}" for s, fs in p["patch"].items()
-                                                    for f in fs))
-        return observed
-
-    def _delete(self, action: Action, ctx: ApplyContext) -> None:
-        recorded = self.store.get_resource(action.key)
-        payload = {"file": action.file, "commit": ctx.commit}
-        spec_hash = recorded.spec_hash if recorded else action.spec_hash
-        intent = self._journal("delete", action.key, spec_hash, ctx, payload)
-        if intent is not None:
-            self._finish_delete(intent)
-
-    def _finish_delete(self, intent: IntentRecord) -> None:
-        try:
-            self._call(lambda: self.provider.delete(intent.key))
-        except NotFoundError:
-            pass  # already gone (a finished run removed by its TTL): the goal holds
-        failpoints.reach("after-provider-delete")
-        self.store.remove_resource(intent.key)
-        self.store.complete_intent(intent.id, {})
-        self.store.add_event(intent.key, "Normal", "Deleted",
-                             f"removed from Git at {intent.payload['commit'][:12]}")
+    def _record_step(self, step: _Step, ctx: ApplyContext, results: _Results) -> None:
+        key = step.action.key
+        if step.error is not None:
+            results.intents.append((step.intent_id, False, {"error": str(step.error)}))
+            results.events.append((key, "Warning", "ApplyFailed", f"{step.op}: {step.error}"))
+            return
+        if step.op == "delete":
+            results.removed.append(key)
+            results.intents.append((step.intent_id, True, {}))
+            results.events.append((key, "Normal", "Deleted",
+                                   f"{step.action.reason or 'deleted'} at {ctx.commit[:12]}"))
+            return
+        assert step.observed is not None
+        results.upserts.append(self._inventory_record(
+            ctx.binding_id, key, step.payload["manifest"], step.spec_hash, step.payload["file"],
+            ctx.commit, step.observed))
+        results.intents.append((step.intent_id, True,
+                                {"provider_id": step.observed.provider_id}))
+        if step.op == "create":
+            results.events.append((key, "Normal", "Created", f"created from "
+                                   f"{step.payload['file']} at {ctx.commit[:12]}"))
+        else:
+            changed = ", ".join(f"{s}.{f}" for s, fs in step.payload["patch"].items() for f in fs)
+            results.events.append((key, "Normal", "Patched", f"changed {changed}"))
 
     def _record_unchanged(self, action: Action, ctx: ApplyContext) -> None:
         recorded = self.store.get_resource(action.key)
@@ -259,19 +308,16 @@ class Applier:
                 recorded, manifest=action.manifest, spec_hash=action.spec_hash,
                 source_file=action.file, source_commit=ctx.commit))
 
-    def _record(self, binding_id: str, key: ResourceKey, manifest: dict, spec_hash: str,
-                file: str, commit: str, observed: Observed) -> None:
-        previous = self.store.get_resource(key)
-        record = InventoryRecord(
+    def _inventory_record(self, binding_id: str, key: ResourceKey, manifest: dict,
+                          spec_hash: str, file: str, commit: str,
+                          observed: Observed) -> InventoryRecord:
+        return InventoryRecord(
             key=key, binding_id=binding_id, manifest=manifest, spec_hash=spec_hash,
             source_commit=commit, source_file=file, provider=self.provider.name,
             provider_id=observed.provider_id, phase=observed.phase, reason=observed.reason,
             message=observed.message, fix=observed.fix, status=observed.status,
             cost_usd=observed.cost_usd,
         )
-        if previous is not None and previous.spec_hash == spec_hash:
-            record = dataclasses.replace(record, created_at=previous.created_at)
-        self.store.upsert_resource(record)
 
     # --- retries and recovery ------------------------------------------------------------
 
@@ -290,32 +336,32 @@ class Applier:
         provider already did is recorded, whatever it did not is done now, once."""
         pending = self.store.pending_intents(binding_id)
         for intent in pending:
+            p = intent.payload
+            ctx = ApplyContext(intent.binding_id, intent.key.project, p["instance"], p["repo"],
+                               p["commit"])
+            step = _Step(Action(ActionType(intent.action), intent.key, p["file"],
+                                manifest=p.get("manifest")),
+                         intent.action, p, intent.spec_hash, intent.id)
             try:
-                if intent.action == "create":
-                    existing = self.provider.get(intent.key)
-                    if existing is not None:
-                        self._record(intent.binding_id, intent.key, intent.payload["manifest"],
-                                     intent.spec_hash, intent.payload["file"],
-                                     intent.payload["commit"], existing)
-                        self.store.complete_intent(intent.id, {"adopted": existing.provider_id})
-                    else:
-                        self._finish_create(intent)
-                elif intent.action == "patch":
-                    self._finish_patch(intent)
-                elif intent.action == "delete":
-                    self._finish_delete(intent)
+                existing = self.provider.get(intent.key) if intent.action == "create" else None
+                step.observed = existing or self._call_step(step, ctx)
             except NotFoundError as e:
-                self.store.fail_intent(intent.id, {"error": str(e)})
-            except PermanentError as e:
-                self.store.fail_intent(intent.id, {"error": str(e)})
-                self.store.add_event(intent.key, "Warning", "ApplyFailed", str(e))
+                if intent.action != "delete":
+                    step.error = e
             except TransientError:
                 continue  # stays pending; the next pass tries again
+            except ProviderError as e:
+                step.error = e
+            results = _Results()
+            self._record_step(step, ctx, results)
+            with self.store.batch():
+                results.write(self.store)
         return pending
 
-    def refresh(self, binding_id: str) -> int:
-        """Read the live status of every unfinished resource into the inventory."""
-        changed = 0
+    def refresh(self, binding_id: str) -> list[ResourceKey]:
+        """Read the live status of every unfinished resource into the inventory; returns
+        the keys whose status changed."""
+        changed = []
         for record in self.store.list_inventory(binding_id=binding_id):
             if is_terminal(record.phase) or record.deleted:
                 continue
@@ -325,15 +371,17 @@ class Applier:
                 continue
             if observed is None:
                 continue
-            if (observed.phase, observed.status, observed.cost_usd) != (
-                    record.phase, record.status, record.cost_usd):
-                self.store.update_status(
-                    record.key, observed.phase, observed.reason, observed.message,
-                    observed.fix, observed.status, observed.cost_usd)
-                if observed.phase != record.phase:
-                    self.store.add_event(record.key, "Warning" if observed.phase == "Failed"
-                                         else "Normal", observed.reason or observed.phase,
-                                         f"{record.phase} -> {observed.phase}"
-                                         + (f": {observed.message}" if observed.message else ""))
-                changed += 1
+            if (observed.phase, observed.status, observed.cost_usd, observed.reason) == (
+                    record.phase, record.status, record.cost_usd, record.reason):
+                continue
+            finished = self.clock() if is_terminal(observed.phase) else None
+            self.store.update_status(record.key, observed.phase, observed.reason,
+                                     observed.message, observed.fix, observed.status,
+                                     observed.cost_usd, finished)
+            if observed.phase != record.phase:
+                self.store.add_event(
+                    record.key, "Warning" if observed.phase == "Failed" else "Normal",
+                    observed.reason or observed.phase, f"{record.phase} -> {observed.phase}"
+                    + (f": {observed.message}" if observed.message else ""))
+            changed.append(record.key)
         return changed

@@ -85,7 +85,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                        mirror_dir=settings.state_dir / "mirrors")
     tip = sync.source.fetch()
     commit = sync.source.resolve(args.ref) if args.ref else tip
-    tree = DesiredTree.read(commit, sync.source.read_tree(commit, binding.path))
+    tree = DesiredTree.read(commit, binding.project, sync.source.read_tree(commit, binding.path))
     problems = tree.problems
     the_plan = sync.plan_commit(tree)
     if args.output == "json":
@@ -134,8 +134,7 @@ def _wait_until_finished(service, store: Store, timeout: float | None) -> bool:
     """Refresh until every resource is finished; True when all Succeeded."""
     deadline = time.monotonic() + timeout if timeout else None
     while True:
-        for binding_id, sync in service.syncs.items():
-            sync.applier.refresh(binding_id)
+        service.refresh_all()
         records = store.list_inventory()
         if all(is_terminal(r.phase) or r.deleted for r in records):
             print(resources_table(records))

@@ -15,6 +15,8 @@ from reconciler.validation import Problem, duplicate_problems, validate_file
 class FileResult:
     manifests: tuple[Manifest, ...]
     problems: tuple[Problem, ...]
+    desired: tuple[Desired, ...]  # spec hashes computed once per file version
+    identities: tuple[tuple[str, str], ...]  # (kind, name) of each manifest
 
 
 @dataclass
@@ -22,18 +24,20 @@ class DesiredTree:
     """All manifests of a commit under the binding's path, with every problem."""
 
     commit: str
+    project: str
     files: dict[str, FileResult] = field(default_factory=dict)
 
     @classmethod
-    def read(cls, commit: str, blobs: Mapping[str, bytes], prefix: str = "") -> DesiredTree:
-        tree = cls(commit)
+    def read(cls, commit: str, project: str, blobs: Mapping[str, bytes],
+             prefix: str = "") -> DesiredTree:
+        tree = cls(commit, project)
         tree._load(blobs, prefix)
         return tree
 
     def updated(self, commit: str, changed: Mapping[str, bytes], deleted: list[str],
                 prefix: str = "") -> DesiredTree:
         """The next commit's tree from this one: only `changed` files are parsed again."""
-        tree = DesiredTree(commit, dict(self.files))
+        tree = DesiredTree(commit, self.project, dict(self.files))
         for path in deleted:
             tree.files.pop(_display(path, prefix), None)
         tree._load(changed, prefix)
@@ -43,7 +47,10 @@ class DesiredTree:
         for path, content in blobs.items():
             name = _display(path, prefix)
             manifests, problems = validate_file(name, content)
-            self.files[name] = FileResult(tuple(manifests), tuple(problems))
+            desired = () if problems else tuple(
+                Desired.of(m.key(self.project), m.body, m.file) for m in manifests)
+            self.files[name] = FileResult(tuple(manifests), tuple(problems), desired,
+                                          tuple((m.kind, m.name) for m in manifests))
 
     @property
     def manifests(self) -> list[Manifest]:
@@ -52,11 +59,18 @@ class DesiredTree:
     @property
     def problems(self) -> list[Problem]:
         problems = [p for r in self.files.values() for p in r.problems]
-        problems.extend(duplicate_problems(self.manifests))
+        seen: set[tuple[str, str]] = set()
+        clash = False
+        for result in self.files.values():
+            for identity in result.identities:
+                clash = clash or identity in seen
+                seen.add(identity)
+        if clash:  # rare: only then look at every manifest to name both places
+            problems.extend(duplicate_problems(self.manifests))
         return sorted(problems)
 
-    def desired(self, project: str) -> list[Desired]:
-        return [Desired.of(m.key(project), m.body, m.file) for m in self.manifests]
+    def desired(self) -> list[Desired]:
+        return [d for name in sorted(self.files) for d in self.files[name].desired]
 
 
 def _display(path: str, prefix: str) -> str:

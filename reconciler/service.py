@@ -9,6 +9,7 @@ import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from apscheduler.schedulers.background import BackgroundScheduler
 
@@ -19,6 +20,9 @@ from reconciler.sync import BindingSync, SyncReport
 from state.store import Store
 
 log = logging.getLogger("nodus_gitops.service")
+# Live status of unfinished resources is read this often, apart from Git polling, so that
+# Pipelines and Sweeps move on quickly whatever the poll interval.
+STATUS_REFRESH_SECONDS = 2
 
 
 @dataclass
@@ -57,6 +61,19 @@ class Service:
         finally:
             lock.release()
 
+    def refresh_all(self) -> None:
+        """Read the live status of unfinished resources of every binding not syncing now."""
+        for binding_id, sync in self.syncs.items():
+            lock = self.locks[binding_id]
+            if not lock.acquire(blocking=False):
+                continue
+            try:
+                sync.refresh()
+            except Exception:
+                log.exception("status refresh crashed", extra={"binding": binding_id})
+            finally:
+                lock.release()
+
     def reconcile_all(self, *, force: bool = False) -> list[SyncReport]:
         return [r for b in self.syncs if (r := self.reconcile(b, force=force)) is not None]
 
@@ -74,6 +91,8 @@ class Service:
         for binding_id, sync in self.syncs.items():
             scheduler.add_job(self.reconcile, "interval", seconds=sync.binding.interval,
                               args=[binding_id], id=binding_id, next_run_time=_now())
+        scheduler.add_job(self.refresh_all, "interval", seconds=STATUS_REFRESH_SECONDS,
+                          id="status-refresh")
         stop_http = serve_http(self) if serve_http else None
         interrupts = []
 
@@ -98,7 +117,5 @@ class Service:
                 signal.signal(s, handler)
 
 
-def _now():
-    from datetime import UTC, datetime
-
+def _now() -> datetime:
     return datetime.now(UTC)

@@ -8,9 +8,9 @@ paths its tree diff names.
 
 from __future__ import annotations
 
-import json
 import logging
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,9 +19,11 @@ from reconciler.apply import Applier, ApplyContext, ChangeSet
 from reconciler.config import Binding
 from reconciler.desired import DesiredTree
 from reconciler.errors import SourceError
-from reconciler.plan import Live, Plan, PlanOptions, Recorded, plan
+from reconciler.identity import ResourceKey
+from reconciler.plan import ActionType, Live, Plan, PlanOptions, Recorded, plan
 from reconciler.source import Backoff, Credentials, GitSource
 from reconciler.validation import Problem
+from state.records import InventoryRecord
 from state.store import Store
 
 log = logging.getLogger("nodus_gitops.sync")
@@ -52,14 +54,47 @@ def credentials_for(binding: Binding) -> Credentials | None:
     return None
 
 
-def recorded_state(store: Store, binding_id: str) -> tuple[list[Recorded], dict]:
-    """The inventory as the plan reads it, and the live status last refreshed into it."""
-    records = [r for r in store.list_inventory(binding_id=binding_id)]
-    inventory = [Recorded(r.key, r.manifest, r.spec_hash, r.source_file or "", r.phase)
-                 for r in records]
-    observed = {r.key: Live(exists=not r.deleted, phase=r.phase, reason=r.reason)
-                for r in records}
-    return inventory, observed
+class InventoryView:
+    """The binding's inventory as the plan reads it, kept in memory between syncs: one
+    replica owns a binding at a time and every write to it goes through this process, so
+    after a sync only the keys it touched are read again."""
+
+    def __init__(self, store: Store, binding_id: str) -> None:
+        self.store = store
+        self.binding_id = binding_id
+        self.recorded: dict[ResourceKey, Recorded] | None = None
+        self.live: dict[ResourceKey, Live] = {}
+
+    def _load(self) -> None:
+        self.recorded, self.live = {}, {}
+        for r in self.store.list_inventory(binding_id=self.binding_id):
+            self._put(r)
+
+    def _put(self, r: InventoryRecord) -> None:
+        assert self.recorded is not None
+        self.recorded[r.key] = Recorded(r.key, r.manifest, r.spec_hash, r.source_file or "",
+                                        r.phase)
+        self.live[r.key] = Live(exists=not r.deleted, phase=r.phase, reason=r.reason)
+
+    def state(self) -> tuple[list[Recorded], dict[ResourceKey, Live]]:
+        if self.recorded is None:
+            self._load()
+        assert self.recorded is not None
+        return list(self.recorded.values()), self.live
+
+    def reload(self, keys: Iterable[ResourceKey] | None = None) -> None:
+        """Read these keys again (all of them when None)."""
+        keys = list(keys) if keys is not None else None
+        if keys is None or self.recorded is None or len(keys) > 50:
+            self.recorded = None  # many: one query for all beats one per key
+            return
+        for key in keys:
+            record = self.store.get_resource(key)
+            if record is None:
+                self.recorded.pop(key, None)
+                self.live.pop(key, None)
+            else:
+                self._put(record)
 
 
 class BindingSync:
@@ -75,6 +110,7 @@ class BindingSync:
         self.backoff = backoff or Backoff(random.Random())
         self.failures = 0
         self.tree: DesiredTree | None = None
+        self.inventory = InventoryView(store, binding.id)
         self.retry_commit = False  # the last apply had transient failures: try again
         self.options = PlanOptions(binding.allow_empty, binding.max_deletions, binding.self_heal)
         store.upsert_binding(binding.id, binding.url, binding.branch, binding.path,
@@ -94,11 +130,18 @@ class BindingSync:
                 paths = [*changed.added, *changed.modified]
                 blobs = self.source.read_blobs(commit, paths)
                 return self.tree.updated(commit, blobs, list(changed.deleted))
-        return DesiredTree.read(commit, self.source.read_tree(commit, path))
+        return DesiredTree.read(commit, self.binding.project, self.source.read_tree(commit, path))
 
     def plan_commit(self, tree: DesiredTree) -> Plan:
-        inventory, observed = recorded_state(self.store, self.binding.id)
-        return plan(tree.desired(self.binding.project), inventory, observed, self.options)
+        inventory, observed = self.inventory.state()
+        return plan(tree.desired(), inventory, observed, self.options)
+
+    def refresh(self) -> int:
+        """Read live status of unfinished resources into the store (and this view)."""
+        changed = self.applier.refresh(self.binding.id)
+        if changed:
+            self.inventory.reload(changed)
+        return len(changed)
 
     def reconcile_once(self, *, force: bool = False) -> SyncReport:
         report = SyncReport(self.binding.id)
@@ -119,10 +162,10 @@ class BindingSync:
         self.store.record_poll(self.binding.id, head, None)
         report.commit = head
         # 2. Finish what a killed process left half done, before anything new.
-        self.applier.resolve_pending(self.binding.id)
-        # 3. Nothing new: refresh live status only.
+        if self.applier.resolve_pending(self.binding.id):
+            self.inventory.reload()
+        # 3. Nothing new: done (live status is refreshed on its own schedule).
         if head == last_applied and not self.retry_commit and not force:
-            self.applier.refresh(self.binding.id)
             report.result = "unchanged"
             return report
         sync_id = self.store.start_sync(self.binding.id, head)
@@ -143,18 +186,21 @@ class BindingSync:
             report.plan = self.plan_commit(tree)
             ctx = ApplyContext(self.binding.id, self.binding.project, self.instance,
                                self.binding.url, head, sync_id)
-            report.changes = self.applier.apply(report.plan, ctx)
+            try:
+                report.changes = self.applier.apply(report.plan, ctx)
+            finally:
+                self.inventory.reload(a.key for a in report.plan.actions
+                                      if a.action != ActionType.NOOP or a.record)
             self.retry_commit = any(o.transient for o in report.changes.failed)
             report.result = _result(report)
             report.message = _summary_text(report.changes.summary())
             if not self.retry_commit:
                 self.store.mark_applied(self.binding.id, head)
-            self.applier.refresh(self.binding.id)
             return report
         finally:
             problems = [p.as_dict() for p in report.problems]
-            plan_json = json.loads(report.plan.to_json(head, problems)) if report.plan else {
-                "commit": head, "actions": [], "problems": problems}
+            plan_json = report.plan.to_dict(head, problems, quiet_noops=True) if report.plan \
+                else {"commit": head, "actions": [], "problems": problems}
             summary = report.changes.summary() if report.changes else {}
             self.store.finish_sync(sync_id, report.result, report.message, plan_json, summary)
             log.info("sync finished", extra={"binding": self.binding.id, "commit": head,

@@ -8,6 +8,7 @@ records keyed by `ResourceKey`.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -33,12 +34,31 @@ class StoreBase:
         self._writer = engines.write_engine(engine)
         self._clock = clock
         self._pg = engine.dialect.name == "postgresql"
+        self._batch = threading.local()
         self.label = label
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
+        batch = getattr(self._batch, "conn", None)
+        if batch is not None:  # inside `batch()`: one transaction for all of it
+            yield batch
+            return
         with self._writer.begin() as conn:
             yield conn
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Every write made in this thread inside the block commits together, once, at
+        its end (or none of them does). Reads inside still see only committed data."""
+        if getattr(self._batch, "conn", None) is not None:
+            yield
+            return
+        with self._writer.begin() as conn:
+            self._batch.conn = conn
+            try:
+                yield
+            finally:
+                self._batch.conn = None
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:

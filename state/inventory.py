@@ -6,7 +6,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from sqlalchemy import Row, Table, delete, func, select, update
+from sqlalchemy import Row, Table, bindparam, delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 
 from reconciler.identity import ResourceKey
@@ -40,38 +40,25 @@ class InventoryStore(StoreBase):
 
     def upsert_resource(self, record: InventoryRecord) -> None:
         """Record `record` whole; `created_at` is kept from the first write, the rest replaced."""
+        self.upsert_resources([record])
+
+    def upsert_resources(self, records: list[InventoryRecord]) -> None:
+        """`upsert_resource` for many records in one statement (a sync's results)."""
+        if not records:
+            return
         now = self._now()
-        values = dict(
-            kind=record.key.kind,
-            project=record.key.project,
-            name=record.key.name,
-            binding_id=record.binding_id,
-            manifest=record.manifest,
-            spec_hash=record.spec_hash,
-            source_commit=record.source_commit,
-            source_file=record.source_file,
-            provider=record.provider,
-            provider_id=record.provider_id,
-            phase=record.phase,
-            reason=record.reason,
-            message=record.message,
-            fix=record.fix,
-            status=record.status,
-            cost_usd=_decimal_text(record.cost_usd),
-            updated_at=now,
-            finished_at=None if record.finished_at is None else utc(record.finished_at),
-            deleted=record.deleted,
-        )
-        stmt = self._insert(_R).values(**values, created_at=now)
+        rows = [{**_values(r, now), "created_at": now} for r in records]
+        stmt = self._insert(_R)
         stmt = stmt.on_conflict_do_update(
             index_elements=[_R.c.kind, _R.c.project, _R.c.name],
-            set_={k: stmt.excluded[k] for k in values},
+            set_={k: stmt.excluded[k] for k in rows[0] if k not in _KEY_AND_CREATED},
         )
         with self._write() as conn:
             try:
-                conn.execute(stmt)
+                conn.execute(stmt, rows)
             except IntegrityError as exc:
-                raise KeyError(f"no binding {record.binding_id!r}: upsert_binding first") from exc
+                raise KeyError(f"no binding {records[0].binding_id!r}: upsert_binding first"
+                               ) from exc
 
     def update_status(
         self,
@@ -111,6 +98,17 @@ class InventoryStore(StoreBase):
         with self._write() as conn:
             return conn.execute(delete(_R).where(*key_is(_R, key))).rowcount > 0
 
+    def remove_resources(self, keys: list[ResourceKey]) -> None:
+        """`remove_resource` for many keys in one statement."""
+        if not keys:
+            return
+        stmt = delete(_R).where(_R.c.kind == bindparam("k_kind"),
+                                _R.c.project == bindparam("k_project"),
+                                _R.c.name == bindparam("k_name"))
+        with self._write() as conn:
+            conn.execute(stmt, [{"k_kind": k.kind, "k_project": k.project, "k_name": k.name}
+                                for k in keys])
+
     def count_by_phase(self, binding_id: str | None = None) -> dict[str, int]:
         """Resources per phase; those with no phase yet count under `Unknown`."""
         query = select(_R.c.phase, func.count()).group_by(_R.c.phase)
@@ -122,6 +120,33 @@ class InventoryStore(StoreBase):
                 name = phase or UNKNOWN_PHASE
                 counts[name] = counts.get(name, 0) + int(count)
         return dict(sorted(counts.items()))
+
+
+_KEY_AND_CREATED = frozenset({"kind", "project", "name", "created_at"})
+
+
+def _values(record: InventoryRecord, now: datetime) -> dict[str, Any]:
+    return dict(
+        kind=record.key.kind,
+        project=record.key.project,
+        name=record.key.name,
+        binding_id=record.binding_id,
+        manifest=record.manifest,
+        spec_hash=record.spec_hash,
+        source_commit=record.source_commit,
+        source_file=record.source_file,
+        provider=record.provider,
+        provider_id=record.provider_id,
+        phase=record.phase,
+        reason=record.reason,
+        message=record.message,
+        fix=record.fix,
+        status=record.status,
+        cost_usd=_decimal_text(record.cost_usd),
+        updated_at=now,
+        finished_at=None if record.finished_at is None else utc(record.finished_at),
+        deleted=record.deleted,
+    )
 
 
 def _inventory(row: Row[Any]) -> InventoryRecord:

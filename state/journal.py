@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Row, Table, select, update
+from sqlalchemy import Row, Table, bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
 from reconciler.identity import ResourceKey
@@ -64,6 +64,43 @@ class JournalStore(StoreBase):
                 raise KeyError(f"no binding {binding_id!r} or sync {sync_id}") from exc
             return int(new_id if new_id is not None else conn.execute(existing).scalar_one())
 
+    def add_intents(self, intents: list[dict[str, Any]]) -> dict[str, tuple[int, str]]:
+        """`add_intent` for many, in one statement: each dict has binding_id, sync_id,
+        action, key, spec_hash, idempotency_key and payload. Returns, per idempotency
+        key, the intent's id and state (an intent journaled before keeps its state)."""
+        if not intents:
+            return {}
+        now = self._now()
+        rows = [dict(binding_id=i["binding_id"], sync_id=i["sync_id"],
+                     action=IntentAction(i["action"]).value, kind=i["key"].kind,
+                     project=i["key"].project, name=i["key"].name, spec_hash=i["spec_hash"],
+                     idempotency_key=i["idempotency_key"], payload=i["payload"],
+                     state=IntentState.PENDING.value, outcome={}, created_at=now)
+                for i in intents]
+        stmt = self._insert(_I).on_conflict_do_nothing(index_elements=[_I.c.idempotency_key])
+        keys = [r["idempotency_key"] for r in rows]
+        with self._write() as conn:
+            try:
+                conn.execute(stmt, rows)
+            except IntegrityError as exc:
+                raise KeyError(f"no binding {rows[0]['binding_id']!r}") from exc
+            found = conn.execute(select(_I.c.id, _I.c.idempotency_key, _I.c.state)
+                                 .where(_I.c.idempotency_key.in_(keys)))
+            return {r.idempotency_key: (int(r.id), r.state) for r in found}
+
+    def finish_intents(self, results: list[tuple[int, bool, dict[str, Any]]]) -> None:
+        """Mark many intents done (True) or failed (False) with their outcomes."""
+        if not results:
+            return
+        now = self._now()
+        stmt = update(_I).where(_I.c.id == bindparam("i_id")).values(
+            state=bindparam("i_state"), outcome=bindparam("i_outcome"), done_at=now)
+        with self._write() as conn:
+            conn.execute(stmt, [
+                {"i_id": id, "i_outcome": outcome,
+                 "i_state": (IntentState.DONE if ok else IntentState.FAILED).value}
+                for id, ok, outcome in results])
+
     def complete_intent(self, id: int, outcome: dict[str, Any]) -> None:
         self._finish_intent(id, IntentState.DONE, outcome)
 
@@ -79,6 +116,14 @@ class JournalStore(StoreBase):
         with self._read() as conn:
             row = conn.execute(select(_I).where(_I.c.id == id)).first()
         return None if row is None else _intent(row)
+
+    def intent_states(self, ids: list[int]) -> dict[int, str]:
+        """The state of each of these intents (one read)."""
+        if not ids:
+            return {}
+        with self._read() as conn:
+            rows = conn.execute(select(_I.c.id, _I.c.state).where(_I.c.id.in_(ids)))
+            return {int(r.id): r.state for r in rows}
 
     def pending_intents(self, binding_id: str | None = None) -> list[IntentRecord]:
         """Intents not yet resolved, oldest first."""

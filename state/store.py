@@ -177,6 +177,16 @@ class Store(InventoryStore, JournalStore):
         with self._write() as conn:
             return int(conn.execute(stmt).inserted_primary_key[0])
 
+    def add_events(self, events: list[tuple[ResourceKey, str, str, str]]) -> None:
+        """Many `(key, type, reason, message)` events in one statement."""
+        if not events:
+            return
+        now = self._now()
+        rows = [dict(kind=k.kind, project=k.project, name=k.name, at=now,
+                     type=EventType(t).value, reason=r, message=m) for k, t, r, m in events]
+        with self._write() as conn:
+            conn.execute(_E.insert(), rows)
+
     def list_events(self, key: ResourceKey | None = None, limit: int = 100) -> list[EventRecord]:
         """Newest first."""
         query = select(_E).order_by(_E.c.at.desc(), _E.c.id.desc()).limit(limit)

@@ -50,9 +50,11 @@ def test_new_manifest_is_created() -> None:
     assert a.action == ActionType.CREATE and a.file == "jobs/x.yaml"
 
 
-def test_unchanged_is_noop() -> None:
+def test_unchanged_is_only_counted() -> None:
     m = job("a")
-    assert only(plan([desired(m)], [recorded(m)])).action == ActionType.NOOP
+    p = plan([desired(m)], [recorded(m)])
+    assert p.actions == () and p.unchanged == 1 and p.summary()["noop"] == 1
+    assert not p.has_changes
 
 
 @pytest.mark.parametrize("old, new, expected", [
@@ -105,8 +107,8 @@ def test_labels_and_annotations_patch_in_place() -> None:
 def test_finished_resource_is_never_recreated() -> None:
     m = job("a")
     gone = {key("a"): Live(exists=False)}
-    a = only(plan([desired(m)], [recorded(m, phase="Succeeded")], gone))
-    assert a.action == ActionType.NOOP
+    p = plan([desired(m)], [recorded(m, phase="Succeeded")], gone)
+    assert p.actions == () and p.unchanged == 1
     # Only a new spec, through its change policy, starts a new run.
     new = annotate(job("a", command=["python3", "v2.py"]), on_change="Replace")
     old = annotate(m, on_change="Replace")
@@ -157,7 +159,9 @@ def test_drift_and_self_heal() -> None:
     a = only(plan([desired(m)], [recorded(m)], cancelled, PlanOptions(self_heal=True)))
     assert a.action == ActionType.NOOP and "drift" in a.reason
     capped = {key("a"): Live(exists=True, phase="Suspended", reason="MaxCostReached")}
-    assert only(plan([desired(m)], [recorded(m)], capped)).reason == ""
+    assert plan([desired(m)], [recorded(m)], capped).actions == ()  # the cap is not drift
+    missing = {key("a"): Live(exists=False)}
+    assert only(plan([desired(m)], [recorded(m)], missing)).reason.startswith("drift")
 
 
 def test_same_inputs_same_plan_byte_for_byte() -> None:

@@ -190,12 +190,12 @@ def test_finished_job_removed_by_ttl_is_not_rerun(world: World) -> None:
     world.sync()
     key = ResourceKey("Job", "team-a", "a")
     world.provider.resources[key] = Observed(key, "fake-1", "Succeeded")
-    world.service.syncs["team-a"].applier.refresh("team-a")
+    world.service.syncs["team-a"].refresh()
     assert world.store.get_resource(key).phase == "Succeeded"
     del world.provider.resources[key]  # the backend's TTL removed it
     world.push({"other.yaml": job("other")})
     report = world.sync()
-    assert world.actions(report)["a"] == "noop"
+    assert "a" not in world.actions(report)  # in sync: only counted
     assert [op for op, k in world.provider.calls if k == key].count("create") == 1
 
 
@@ -206,7 +206,8 @@ def test_force_push_unrelated_history(world: World) -> None:
                                           "manifests/c.yaml": job("c")})
     world.repo.push(force=True)
     report = world.sync()
-    assert world.actions(report) == {"a": "delete", "b": "noop", "c": "create"}
+    assert world.actions(report) == {"a": "delete", "c": "create"}
+    assert report.changes.summary()["unchanged"] == 1  # b
     assert world.backend() == {"b", "c"}
 
 
