@@ -7,6 +7,7 @@ problem found later can name the line of any field without parsing again.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,12 +95,16 @@ class Document:
     index: int
     line: int
     data: Any
-    node: yaml.Node = field(repr=False)
+    # The node tree, for lines of fields; dropped (None) once a document is known valid,
+    # since ten thousand of them cost memory and garbage-collection time.
+    node: yaml.Node | None = field(repr=False)
 
     def line_of(self, path: Iterable[PathPart], *, key: bool = False) -> int:
         """The 1-based line of the field at `path`, or of its nearest existing parent.
         With `key=True` the line of the mapping key itself (for an unknown field)."""
         node, line = self.node, self.line
+        if node is None:
+            return line
         for part in path:
             child = _child(node, part)
             if child is None:
@@ -163,6 +168,9 @@ class Manifest:
         meta = self.body.get("metadata")
         ann = meta.get("annotations") if isinstance(meta, dict) else None
         return ann if isinstance(ann, dict) else {}
+
+    def without_nodes(self) -> Manifest:
+        return Manifest(dataclasses.replace(self.doc, node=None))
 
     def key(self, project: str) -> ResourceKey:
         return ResourceKey(self.kind, project, self.name)

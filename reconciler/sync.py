@@ -64,9 +64,11 @@ class InventoryView:
         self.binding_id = binding_id
         self.recorded: dict[ResourceKey, Recorded] | None = None
         self.live: dict[ResourceKey, Live] = {}
+        # Keys read again since the last `take_dirty()`; None after a full reload.
+        self.dirty: set[ResourceKey] | None = None
 
     def _load(self) -> None:
-        self.recorded, self.live = {}, {}
+        self.recorded, self.live, self.dirty = {}, {}, None
         for r in self.store.list_inventory(binding_id=self.binding_id):
             self._put(r)
 
@@ -82,12 +84,19 @@ class InventoryView:
         assert self.recorded is not None
         return list(self.recorded.values()), self.live
 
+    def take_dirty(self) -> set[ResourceKey] | None:
+        """The keys re-read since the last call (None: everything may have changed)."""
+        dirty, self.dirty = self.dirty, set()
+        return dirty
+
     def reload(self, keys: Iterable[ResourceKey] | None = None) -> None:
         """Read these keys again (all of them when None)."""
         keys = list(keys) if keys is not None else None
         if keys is None or self.recorded is None or len(keys) > 50:
             self.recorded = None  # many: one query for all beats one per key
             return
+        if self.dirty is not None:
+            self.dirty.update(keys)
         for key in keys:
             record = self.store.get_resource(key)
             if record is None:
@@ -111,6 +120,7 @@ class BindingSync:
         self.failures = 0
         self.tree: DesiredTree | None = None
         self.inventory = InventoryView(store, binding.id)
+        self.last_plan: tuple[str, set[ResourceKey]] | None = None  # commit, keys with actions
         self.retry_commit = False  # the last apply had transient failures: try again
         self.options = PlanOptions(binding.allow_empty, binding.max_deletions, binding.self_heal)
         store.upsert_binding(binding.id, binding.url, binding.branch, binding.path,
@@ -133,8 +143,26 @@ class BindingSync:
         return DesiredTree.read(commit, self.binding.project, self.source.read_tree(commit, path))
 
     def plan_commit(self, tree: DesiredTree) -> Plan:
+        """The plan of `tree` against the inventory. After a first full plan, only the
+        keys that can have a different answer are planned again: those of changed files,
+        those whose inventory entry changed, and those the last plan had an action for.
+        Every other key was in sync then and nothing about it changed since, so it still
+        is (test_incremental_plan checks this against the full plan)."""
         inventory, observed = self.inventory.state()
-        return plan(tree.desired(), inventory, observed, self.options)
+        dirty = self.inventory.take_dirty()
+        last, self.last_plan = self.last_plan, None
+        if (dirty is None or tree.touched is None or last is None or not tree.index
+                or last[0] != tree.base):
+            result = plan(tree.desired(), inventory, observed, self.options)
+        else:
+            keys = tree.touched | dirty | last[1]
+            desired = [tree.index[k] for k in keys if k in tree.index]
+            recorded = self.inventory.recorded or {}
+            subset = plan(desired, [recorded[k] for k in keys if k in recorded], observed,
+                          self.options)
+            result = Plan(subset.actions, subset.unchanged + len(tree.index) - len(desired))
+        self.last_plan = (tree.commit, {a.key for a in result.actions})
+        return result
 
     def refresh(self) -> int:
         """Read live status of unfinished resources into the store (and this view)."""

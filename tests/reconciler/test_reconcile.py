@@ -256,3 +256,48 @@ def test_plan_is_identical_for_identical_inputs(world: World) -> None:
     head = sync.source.fetch()
     tree = sync.read_tree(head)
     assert sync.plan_commit(tree).to_json(head) == sync.plan_commit(tree).to_json(head)
+
+
+def test_incremental_plan_matches_the_full_plan(world: World, monkeypatch) -> None:
+    """After the first sync only changed keys are planned again; the answer must be what
+    planning everything gives."""
+    import random
+
+    from reconciler.plan import plan as full_plan
+
+    rng = random.Random(7)
+    caps = {f"j{i}": 1 for i in range(30)}
+    world.push({f"{n}.yaml": job(n, f'  maxCostUSD: "{c}.00"\n') for n, c in caps.items()})
+    world.sync()
+    sync = world.service.syncs["team-a"]
+    for round_ in range(6):
+        files: dict[str, str | None] = {}
+        for name in rng.sample(sorted(caps), 4):
+            move = rng.choice(["raise", "lower", "remove", "image"])
+            if move == "raise":
+                caps[name] += 1
+                files[f"{name}.yaml"] = job(name, f'  maxCostUSD: "{caps[name]}.00"\n')
+            elif move == "lower":
+                files[f"{name}.yaml"] = job(name, '  maxCostUSD: "0.10"\n')
+            elif move == "remove":
+                files[f"{name}.yaml"] = None
+                del caps[name]
+            else:
+                files[f"{name}.yaml"] = job(name, f'  maxCostUSD: "{caps[name]}.00"\n'
+                                            "  workingDir: /x\n")
+        files[f"n{round_}.yaml"] = job(f"n{round_}")
+        caps[f"n{round_}"] = 1
+        world.push(files, f"round {round_}")
+        head = sync.source.fetch()
+        tree = sync.read_tree(head)
+        assert tree.touched is not None  # read incrementally
+        inventory, observed = sync.inventory.state()
+        expected = full_plan(tree.desired(), inventory, observed, sync.options)
+        sizes = []
+        monkeypatch.setattr("reconciler.sync.plan", lambda d, *a: sizes.append(len(d))
+                            or full_plan(d, *a))
+        got = sync.plan_commit(tree)
+        monkeypatch.undo()
+        assert sizes and sizes[0] < len(tree.index)  # it did plan only a subset
+        assert got.to_json(head) == expected.to_json(head)
+        world.sync()
