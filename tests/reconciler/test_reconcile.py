@@ -293,11 +293,12 @@ def test_incremental_plan_matches_the_full_plan(world: World, monkeypatch) -> No
         assert tree.touched is not None  # read incrementally
         inventory, observed = sync.inventory.state()
         expected = full_plan(tree.desired(), inventory, observed, sync.options)
-        sizes = []
-        monkeypatch.setattr("reconciler.sync.plan", lambda d, *a: sizes.append(len(d))
-                            or full_plan(d, *a))
+        sizes: list[int] = []
+        monkeypatch.setattr("reconciler.sync.plan", lambda d, *a, sizes=sizes: sizes.append(
+            len(d)) or full_plan(d, *a))
         got = sync.plan_commit(tree)
         monkeypatch.undo()
-        assert sizes and sizes[0] < len(tree.index)  # it did plan only a subset
+        if round_ > 0:  # the first plan after a start is a full one
+            assert sizes and sizes[0] < len(tree.index)  # it did plan only a subset
         assert got.to_json(head) == expected.to_json(head)
         world.sync()
