@@ -45,6 +45,8 @@ class Binding:
     self_heal: bool = False
     credentials_env: str | None = None
     credentials_file: str | None = None
+    check_workloads: bool = False  # `checks: {workloads: true}`: a run check per commit
+    preview_branches: tuple[str, ...] = ()  # branches planned (never applied) as previews
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,12 @@ def _coerce(binding_field: str, value: Any, where: str) -> Any:
         if seconds < MIN_INTERVAL:
             raise ConfigError(f"{where}: the poll interval must be at least {MIN_INTERVAL}s")
         return float(seconds)
-    if binding_field in ("allow_empty", "self_heal"):
+    if binding_field == "preview_branches":
+        items = value.split(",") if isinstance(value, str) else value
+        if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
+            raise ConfigError(f"{where}: a list of branch patterns such as [preview/*]")
+        return tuple(i.strip() for i in items if i.strip())
+    if binding_field in ("allow_empty", "self_heal", "check_workloads"):
         if isinstance(value, bool):
             return value
         if str(value).lower() in ("true", "1", "yes"):
@@ -123,9 +130,18 @@ def binding_from_mapping(raw: Mapping[str, Any], where: str) -> Binding:
             values["credentials_env"] = value.get("env")
             values["credentials_file"] = value.get("file")
             continue
+        if key == "checks" and isinstance(value, Mapping):
+            unknown = set(value) - {"workloads"}
+            if unknown:
+                raise ConfigError(f"{where}.checks: unknown setting(s) {sorted(unknown)} "
+                                  "(known: workloads)")
+            values["check_workloads"] = _coerce("check_workloads", value.get("workloads", False),
+                                                f"{where}.checks.workloads")
+            continue
         if key not in known:
             raise ConfigError(f"{where}: unknown setting {key!r} (known: "
-                              f"{', '.join(sorted(known))}, credentials)")
+                              f"{', '.join(sorted(known - {'checkWorkloads'}))}, checks, "
+                              "credentials)")
         values[known[key]] = _coerce(known[key], value, f"{where}.{key}")
     for required in ("id", "url"):
         if required not in values:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -33,6 +33,7 @@ class Service:
     syncs: dict[str, BindingSync] = field(default_factory=dict)
     locks: dict[str, threading.Lock] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)
+    latest_preview: dict[tuple[str, object], str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         providers: dict[str, Provider] = {}
@@ -44,7 +45,7 @@ class Service:
             self.syncs[binding.id] = BindingSync(
                 binding, self.store, providers[binding.provider],
                 instance=self.settings.instance,
-                mirror_dir=self.settings.state_dir / "mirrors")
+                mirror_dir=self.settings.state_dir / "mirrors", checks=self.settings.checks)
             self.locks[binding.id] = threading.Lock()
 
     def reconcile(self, binding_id: str, *, force: bool = False) -> SyncReport | None:
@@ -76,6 +77,33 @@ class Service:
 
     def reconcile_all(self, *, force: bool = False) -> list[SyncReport]:
         return [r for b in self.syncs if (r := self.reconcile(b, force=force)) is not None]
+
+    def bindings_for_repo(self, names: Iterable[str]) -> list[str]:
+        """Bindings following the repository a webhook names (by `owner/repo` path)."""
+        from reconciler.web.hooks import match_bindings
+
+        return match_bindings(names, [(b, s.binding.url) for b, s in self.syncs.items()])
+
+    def trigger_preview(self, binding_id: str, ref: str | None, head_sha: str | None,
+                        number: int | None = None) -> bool:
+        """Plan a pull request's head in the background and post its plan check. A newer
+        request for the same pull request supersedes one not yet started."""
+        if binding_id not in self.syncs or not (ref or head_sha):
+            return False
+        wanted = (binding_id, number if number is not None else ref)
+        self.latest_preview[wanted] = head_sha or ref or ""
+
+        def run() -> None:
+            with self.locks[binding_id]:
+                if self.latest_preview.get(wanted) != (head_sha or ref):
+                    return  # superseded by a newer push to the same pull request
+                try:
+                    self.syncs[binding_id].preview(ref or head_sha or "", head_sha)
+                except Exception:
+                    log.exception("preview failed", extra={"binding": binding_id, "ref": ref})
+
+        threading.Thread(target=run, daemon=True, name=f"preview-{binding_id}").start()
+        return True
 
     def trigger(self, binding_id: str) -> bool:
         """Run a sync now, in the background (webhooks, the refresh endpoint)."""

@@ -9,6 +9,7 @@ stored remote URL, and never appear in messages or reprs.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import os
 import random
@@ -289,6 +290,21 @@ class GitSource:
         if tip != sha:  # the ref update and the advertisement must agree
             raise SourceError(f"fetch of '{self.branch}' from {self.url} did not reach {sha}")
         return tip
+
+    def branches(self, patterns: Iterable[str]) -> dict[str, str]:
+        """`{branch: sha}` of the remote's branches matching any glob (`preview/*`)."""
+        patterns = list(patterns)
+
+        def op(remote: pygit2.Remote, cb: _Callbacks) -> dict[str, str]:
+            found = {}
+            for head in remote.list_heads(callbacks=cb):
+                name = head.name.removeprefix("refs/heads/")
+                if head.name.startswith("refs/heads/") and any(
+                        fnmatch.fnmatchcase(name, p) for p in patterns):
+                    found[name] = str(head.oid)
+            return found
+
+        return self._network(op)
 
     def resolve(self, ref: str) -> str:
         """The commit `ref` names: a SHA already fetched, or a branch, tag or other ref

@@ -10,16 +10,22 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 from providers.base import Provider
 from reconciler.apply import Applier, ApplyContext, ChangeSet
+from reconciler.checks import compose
+from reconciler.checks.poster import CheckPoster, build_writers
 from reconciler.config import Binding
 from reconciler.desired import DesiredTree
 from reconciler.errors import SourceError
 from reconciler.identity import ResourceKey
+from reconciler.phases import is_terminal
 from reconciler.plan import ActionType, Live, Plan, PlanOptions, Recorded, plan
 from reconciler.source import Backoff, Credentials, GitSource
 from reconciler.validation import Problem
@@ -110,14 +116,21 @@ class BindingSync:
     """Reconciles one repo binding; never runs two syncs at once (the caller's lock)."""
 
     def __init__(self, binding: Binding, store: Store, provider: Provider, *, instance: str,
-                 mirror_dir: Path, backoff: Backoff | None = None) -> None:
+                 mirror_dir: Path, backoff: Backoff | None = None,
+                 checks: Mapping[str, Any] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.binding = binding
         self.store = store
         self.applier = Applier(store, provider)
         self.instance = instance
         self.source = GitSource(binding.url, binding.branch, mirror_dir, credentials_for(binding))
         self.backoff = backoff or Backoff(random.Random())
+        self.clock = clock
         self.failures = 0
+        self.retry_at = 0.0  # after a failed poll, not before this (clock) time
+        self.poster = CheckPoster(store, build_writers(checks, binding, source=self.source))
+        self.open_runs: dict[str, set[ResourceKey]] = {}  # commit -> resources it started
+        self.previewed: dict[str, str] = {}  # preview branch -> the last SHA planned
         self.tree: DesiredTree | None = None
         self.inventory = InventoryView(store, binding.id)
         self.last_plan: tuple[str, set[ResourceKey]] | None = None  # commit, keys with actions
@@ -165,30 +178,74 @@ class BindingSync:
         return result
 
     def refresh(self) -> int:
-        """Read live status of unfinished resources into the store (and this view)."""
+        """Read live status of unfinished resources into the store (and this view), and
+        close the run checks of commits whose resources have all finished."""
         changed = self.applier.refresh(self.binding.id)
         if changed:
             self.inventory.reload(changed)
+        for commit, keys in list(self.open_runs.items()):
+            records = [r for k in sorted(keys) if (r := self.store.get_resource(k))]
+            if all(is_terminal(r.phase) for r in records):
+                del self.open_runs[commit]
+                self.poster.post(compose.run_check(self.binding.id, self.binding.url, commit,
+                                                   self.instance, records))
         return len(changed)
+
+    def preview(self, ref: str, head_sha: str | None = None) -> tuple[Plan | None,
+                                                                      list[Problem]]:
+        """Plan a branch or pull request against this binding's recorded state and post
+        the plan check on its head commit. Nothing is ever applied from it."""
+        commit = head_sha if head_sha and head_sha in self.source._repo else None
+        commit = commit or self.source.resolve(ref)
+        tree = DesiredTree.read(commit, self.binding.project,
+                                self.source.read_tree(commit, self.binding.path))
+        problems = tree.problems
+        inventory, observed = self.inventory.state()
+        result = None if problems else plan(tree.desired(), inventory, observed, self.options)
+        estimate = _estimate(self.applier.provider, result) if result else None
+        self.poster.post(compose.plan_check(self.binding.id, self.binding.url, commit,
+                                            self.instance, self.binding.branch, result,
+                                            problems, estimate))
+        return result, problems
+
+    def _preview_branches(self) -> None:
+        if not self.binding.preview_branches:
+            return
+        try:
+            heads = self.source.branches(self.binding.preview_branches)
+        except SourceError as e:
+            log.warning("preview branches unreadable", extra={"binding": self.binding.id,
+                                                               "error": str(e)})
+            return
+        for branch, sha in sorted(heads.items()):
+            if branch != self.binding.branch and self.previewed.get(branch) != sha:
+                self.previewed[branch] = sha
+                self.preview(branch)
 
     def reconcile_once(self, *, force: bool = False) -> SyncReport:
         report = SyncReport(self.binding.id)
         binding = self.store.get_binding(self.binding.id)
         last_seen = binding.last_seen_commit if binding else None
         last_applied = binding.last_applied_commit if binding else None
+        if not force and self.clock() < self.retry_at:
+            report.result, report.message = "backoff", "waiting before polling again"
+            return report
         # 1. Ask the remote where the branch is; fetch only when it moved.
         try:
             head = self.source.fetch() if force or last_seen is None else (
                 self.source.poll(last_seen) or last_seen)
         except SourceError as e:
             self.failures += 1
+            self.retry_at = self.clock() + self.backoff.next_delay(self.failures)
             self.store.record_poll(self.binding.id, last_seen, str(e))
-            log.warning("poll failed", extra={"binding": self.binding.id, "error": str(e)})
+            log.warning("poll failed", extra={"binding": self.binding.id, "error": str(e),
+                                              "failures": self.failures})
             report.result, report.message = "error", str(e)
             return report
-        self.failures = 0
+        self.failures, self.retry_at = 0, 0.0
         self.store.record_poll(self.binding.id, head, None)
         report.commit = head
+        self._preview_branches()
         # 2. Finish what a killed process left half done, before anything new.
         if self.applier.resolve_pending(self.binding.id):
             self.inventory.reload()
@@ -197,6 +254,8 @@ class BindingSync:
             report.result = "unchanged"
             return report
         sync_id = self.store.start_sync(self.binding.id, head)
+        self.poster.post(compose.pending(self.binding.id, self.binding.url, head, self.instance,
+                                         "sync", "planning and applying"))
         try:
             # 4. Read and validate the commit: any problem and nothing of it applies.
             try:
@@ -224,6 +283,13 @@ class BindingSync:
             report.message = _summary_text(report.changes.summary())
             if not self.retry_commit:
                 self.store.mark_applied(self.binding.id, head)
+            started = {o.action.key for o in report.changes.outcomes if o.ok and o.action.action
+                       in (ActionType.CREATE, ActionType.PATCH, ActionType.REPLACE)}
+            if self.binding.check_workloads and started:
+                self.open_runs[head] = started
+                self.poster.post(compose.pending(self.binding.id, self.binding.url, head,
+                                                 self.instance, "run",
+                                                 f"{len(started)} resources running"))
             return report
         finally:
             problems = [p.as_dict() for p in report.problems]
@@ -231,8 +297,26 @@ class BindingSync:
                 else {"commit": head, "actions": [], "problems": problems}
             summary = report.changes.summary() if report.changes else {}
             self.store.finish_sync(sync_id, report.result, report.message, plan_json, summary)
+            self.poster.post(compose.sync_check(
+                self.binding.id, self.binding.url, head, self.instance, report.result,
+                report.message, report.problems, report.plan, summary))
             log.info("sync finished", extra={"binding": self.binding.id, "commit": head,
                                              "result": report.result})
+
+
+def _estimate(provider: Provider, result: Plan) -> str | None:
+    """The backend's cost estimate of what the plan would start, when it can tell."""
+    estimate = getattr(provider, "estimate", None)
+    if estimate is None:
+        return None
+    total = Decimal(0)
+    for a in result.actions:
+        if a.action in (ActionType.CREATE, ActionType.REPLACE) and a.manifest is not None:
+            try:
+                total += Decimal(estimate(a.manifest))
+            except (ValueError, ArithmeticError, KeyError, TypeError):
+                return None
+    return f"{total:.2f}"
 
 
 def _result(report: SyncReport) -> str:

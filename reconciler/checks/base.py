@@ -1,0 +1,287 @@
+"""The check-writer interface and the one HTTP client the hosted writers share.
+
+`CheckWriter.post` either shows the check or raises `TransientError(delay)` (worth trying
+again later) or `PermanentError` (the request or the setup is wrong). `ApiClient` is where
+every host's HTTP behaviour lives: a minimum interval between writes per host, retries with
+equal-jitter backoff on 429 and 5xx, GitHub's rate-limit headers honoured, and waits too
+long to sleep through turned into a `TransientError` so a reconcile never stalls on a check.
+Tokens reach only the Authorization header: never a log line, a repr or an exception.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import logging
+import random
+import re
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import urlsplit
+
+import httpx
+
+from reconciler.checks.model import CheckRun
+from reconciler.errors import NotFoundError, PermanentError, TransientError
+from reconciler.source import Backoff, redact
+
+log = logging.getLogger("nodus_gitops.checks")
+
+_SCP_LIKE = re.compile(r"^(?:[^@/]+@)?([^:/]+):(.+)$")  # git@host:owner/repo.git
+_WRITES = frozenset({"POST", "PATCH", "PUT", "DELETE"})
+
+
+@runtime_checkable
+class CheckWriter(Protocol):
+    """Shows a `CheckRun` on one host; `name` is its target in the check records."""
+
+    name: str
+
+    def post(self, run: CheckRun) -> None: ...
+
+
+@dataclass(frozen=True, repr=False)
+class Token:
+    """An API token from the environment or a file; the file is re-read on every use so a
+    rotated token (a GitHub App installation token lasts an hour) is picked up."""
+
+    setting: str  # the setting a user changes when the token is rejected
+    value: str | None = None
+    file: Path | None = None
+
+    def get(self) -> str:
+        if self.file is None:
+            return self.value or ""
+        try:
+            return self.file.read_text().strip()
+        except OSError as exc:
+            raise PermanentError(f"{self.setting}: cannot read {self.file}: "
+                                 f"{exc.strerror}") from None
+
+    def __repr__(self) -> str:
+        return f"Token({self.setting})"
+
+
+def split_repo_url(url: str) -> tuple[str, str]:
+    """(web base `scheme://host[:port]`, repository path without .git) of an https, ssh or
+    scp-like Git URL; the base is https unless the URL itself is plain http."""
+    if "://" in url:
+        parts = urlsplit(url)
+        scheme = "http" if parts.scheme == "http" else "https"
+        host = parts.netloc.rpartition("@")[2]
+        if parts.scheme not in ("http", "https"):
+            host = parts.hostname or ""  # an ssh port is not the web port
+        path = parts.path
+    else:
+        match = _SCP_LIKE.match(url)
+        scheme, (host, path) = "https", (match.groups() if match else ("", url))
+    path = path.strip("/").removesuffix(".git")
+    if not host or path.count("/") < 1:
+        raise ValueError(f"cannot tell the host and repository from {redact(url)!r}")
+    return f"{scheme}://{host}", path
+
+
+def truncate(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe(run: CheckRun, limit: int) -> str:
+    """One line for hosts whose statuses have only a description: title, then the
+    summary's first line when it adds something."""
+    first = next((line.strip() for line in run.summary.splitlines() if line.strip()), "")
+    text = f"{run.title}: {first}" if first and first != run.title else run.title
+    return truncate(text, limit)
+
+
+class HostLimiter:
+    """Spaces writes to one host at least `interval` seconds apart, across all clients that
+    share it, and holds a host back until a reported rate-limit reset. Thread-safe."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._next: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def reserve(self, host: str, interval: float) -> float:
+        """Book the next write slot for `host`; returns how long to wait before using it."""
+        with self._lock:
+            now = self._clock()
+            slot = max(now, self._next.get(host, now))
+            self._next[host] = slot + interval
+            return slot - now
+
+    def blocked_for(self, host: str) -> float:
+        with self._lock:
+            return max(0.0, self._next.get(host, 0.0) - self._clock())
+
+    def block_for(self, host: str, seconds: float) -> None:
+        with self._lock:
+            until = self._clock() + seconds
+            self._next[host] = max(self._next.get(host, until), until)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    attempts: int = 4
+    base_delay: float = 1.0
+    max_delay: float = 30.0
+    max_wait: float = 90.0  # longest wait slept inline; longer ones go back to the caller
+    secondary_wait: float = 60.0  # GitHub: a secondary limit without headers: wait >= 1 min
+
+
+@dataclass
+class ApiClient:
+    """JSON over HTTP to one API base URL with a token. `request` returns the decoded body
+    (None when empty) or raises TransientError/PermanentError with a token-free message."""
+
+    base_url: str
+    token: Token
+    auth: Callable[[str], Mapping[str, str]]  # token -> the auth header(s) of this host
+    headers: Mapping[str, str] = field(default_factory=dict)
+    min_interval: float = 1.0
+    limiter: HostLimiter = field(default_factory=HostLimiter)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    sleep: Callable[[float], None] = time.sleep
+    wall: Callable[[], float] = time.time  # for x-ratelimit-reset, an epoch time
+    rng: random.Random = field(default_factory=random.Random)
+    transport: httpx.BaseTransport | None = None
+    timeout: float = 10.0
+
+    def __post_init__(self) -> None:
+        self.base_url = self.base_url.rstrip("/")
+        self.host = urlsplit(self.base_url).netloc
+        self._backoff = Backoff(self.rng, self.retry.base_delay, self.retry.max_delay)
+        self._client = httpx.Client(
+            headers={"User-Agent": "nodus-gitops", **self.headers},
+            timeout=self.timeout, transport=self.transport, follow_redirects=False)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def request(self, method: str, path: str, *, json: Any = None,
+                params: Mapping[str, str] | None = None) -> Any:
+        method = method.upper()
+        where = f"{method} {self.host}{path}"
+        for attempt in range(1, self.retry.attempts + 1):
+            self._wait_turn(method, where)
+            token = self.token.get()
+            try:
+                response = self._client.request(
+                    method, self.base_url + path, json=json, params=params,
+                    headers=dict(self.auth(token)))
+            except httpx.TransportError as exc:
+                delay = self._backoff.next_delay(attempt)
+                self._again_or_raise(attempt, delay, f"{where}: {type(exc).__name__}")
+                continue
+            self._note_exhaustion(response)
+            if response.is_success:
+                return _decode(response)
+            delay = self._retry_delay(response, attempt)
+            if delay is None:
+                raise self._permanent(response, where, token)
+            self._again_or_raise(attempt, delay, _scrub(
+                f"{where} answered {response.status_code}: {_api_message(response)}", token))
+        raise AssertionError("unreachable")  # the last attempt always returns or raises
+
+    # -- pacing -------------------------------------------------------------------------
+
+    def _wait_turn(self, method: str, where: str) -> None:
+        wait = self.limiter.blocked_for(self.host)
+        if wait > self.retry.max_wait:  # checked before booking, so a refusal books nothing
+            raise TransientError(f"{where}: held back {wait:.0f}s more by the host's rate "
+                                 "limit", delay=wait)
+        if method in _WRITES:
+            wait = self.limiter.reserve(self.host, self.min_interval)
+        if wait > 0:
+            self.sleep(wait)
+
+    def _note_exhaustion(self, response: httpx.Response) -> None:
+        # GitHub: remaining 0 means every request fails until reset (epoch seconds), even
+        # when this one succeeded, so stop sending to this host until then.
+        headers = response.headers
+        if headers.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in headers:
+            seconds = _number(headers["x-ratelimit-reset"])
+            if seconds is not None:
+                self.limiter.block_for(self.host, max(0.0, seconds - self.wall()) + 1)
+
+    def _again_or_raise(self, attempt: int, delay: float, message: str) -> None:
+        if attempt >= self.retry.attempts or delay > self.retry.max_wait:
+            raise TransientError(message, delay=delay)
+        log.warning("check write failed, retrying",
+                    extra={"host": self.host, "error": message, "delay": round(delay, 2)})
+        self.sleep(delay)
+
+    def _retry_delay(self, response: httpx.Response, attempt: int) -> float | None:
+        """Seconds to wait before trying again, or None when retrying cannot help."""
+        status, headers = response.status_code, response.headers
+        limited = (status == 429 or "retry-after" in headers
+                   or headers.get("x-ratelimit-remaining") == "0"
+                   or "rate limit" in _api_message(response).lower())
+        if not (status >= 500 or (status in (403, 429) and limited)):
+            return None
+        if "retry-after" in headers:
+            retry_after = _retry_after(headers["retry-after"], self.wall())
+            if retry_after is not None:
+                return retry_after
+        if headers.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in headers:
+            return self.limiter.blocked_for(self.host)  # set by _note_exhaustion
+        backoff = self._backoff.next_delay(attempt)
+        return max(backoff, self.retry.secondary_wait) if status in (403, 429) else backoff
+
+    def _permanent(self, response: httpx.Response, where: str, token: str) -> PermanentError:
+        status = response.status_code
+        message = f"{where} answered {status}: {_api_message(response)}"
+        if status == 401:
+            message += f"; the token was rejected: check {self.token.setting}"
+        elif status == 403:
+            message += f"; the token may lack permission: check {self.token.setting}"
+        kind = NotFoundError if status == 404 else PermanentError
+        return kind(_scrub(message, token))
+
+
+def _decode(response: httpx.Response) -> Any:
+    if not response.content:
+        return None
+    try:
+        return response.json()
+    except ValueError:
+        return None
+
+
+def _api_message(response: httpx.Response) -> str:
+    """The host's own error text: `message` (GitHub, GitLab, Gitea) plus GitHub's `errors`."""
+    body = _decode(response)
+    if not isinstance(body, dict):
+        return truncate(response.reason_phrase or "no message", 200)
+    text = str(body.get("message") or body.get("error") or "no message")
+    errors = body.get("errors")
+    if isinstance(errors, list) and errors:
+        details = [e.get("message") or f"{e.get('field')} {e.get('code')}" if isinstance(e, dict)
+                   else str(e) for e in errors]
+        text += f" ({'; '.join(map(str, details))})"
+    return truncate(text, 300)
+
+
+def _scrub(message: str, token: str) -> str:
+    return message.replace(token, "<token>") if len(token) >= 4 else message
+
+
+def _number(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+def _retry_after(value: str, now: float) -> float | None:
+    """Retry-After is delta-seconds or an HTTP date (RFC 9110)."""
+    seconds = _number(value)
+    if seconds is not None:
+        return max(0.0, seconds)
+    try:
+        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - now)
+    except (TypeError, ValueError):
+        return None

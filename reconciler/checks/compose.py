@@ -1,0 +1,112 @@
+"""What each check says: the sync, plan and run checks of a commit, composed from a
+sync's report, a preview's plan, or the resources a commit started."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from reconciler.checks.model import Annotation, CheckRun, CheckState, context_name
+from reconciler.plan import ActionType, Plan
+from reconciler.validation import Problem
+from state.records import InventoryRecord
+
+MAX_LINES = 60  # of actions or problems in a summary; the rest is counted
+
+
+def _annotations(problems: Iterable[Problem]) -> tuple[Annotation, ...]:
+    return tuple(Annotation(p.file, max(p.line, 1), f"{p.kind}/{p.name}: {p.path}: {p.message}"
+                            if p.path else p.message) for p in problems)
+
+
+def _problem_lines(problems: list[Problem]) -> list[str]:
+    lines = [f"- `{p.file}:{p.line}` {p.kind}/{p.name}: {p.path}: {p.message}"
+             if p.path else f"- `{p.file}:{p.line}` {p.message}" for p in problems[:MAX_LINES]]
+    if len(problems) > MAX_LINES:
+        lines.append(f"- ... and {len(problems) - MAX_LINES} more")
+    return lines
+
+
+def _action_lines(plan: Plan) -> list[str]:
+    shown = [a for a in plan.actions if a.action != ActionType.NOOP or a.reason]
+    lines = [f"- **{a.action.value}** {a.key.short} (`{a.file}`)"
+             + (f": {a.reason}" if a.reason else "") for a in shown[:MAX_LINES]]
+    if len(shown) > MAX_LINES:
+        lines.append(f"- ... and {len(shown) - MAX_LINES} more")
+    return lines
+
+
+def _counts(summary: dict[str, int]) -> str:
+    return ", ".join(f"{n} {k}" for k, n in summary.items() if n) or "nothing to do"
+
+
+def pending(binding_id: str, repo: str, commit: str, instance: str, kind: str,
+            title: str) -> CheckRun:
+    return CheckRun(binding_id, repo, commit, context_name(instance, kind), CheckState.PENDING,
+                    title, title)
+
+
+def sync_check(binding_id: str, repo: str, commit: str, instance: str, result: str,
+               message: str, problems: list[Problem], plan: Plan | None,
+               summary: dict[str, int]) -> CheckRun:
+    """`nodus/<instance>/sync`: what applying the commit did."""
+    context = context_name(instance, "sync")
+    if result == "invalid":
+        body = [f"{len(problems)} problems; nothing from this commit was applied.", "",
+                *_problem_lines(problems)]
+        return CheckRun(binding_id, repo, commit, context, CheckState.FAILURE,
+                        f"{len(problems)} invalid manifest problems", "\n".join(body),
+                        _annotations(problems))
+    if result == "error":
+        return CheckRun(binding_id, repo, commit, context, CheckState.ERROR, "sync failed",
+                        message)
+    lines = [f"Summary: {_counts(summary)}", ""]
+    if plan is not None:
+        lines += _action_lines(plan)
+    ok = result in ("applied", "noop")
+    title = _counts(summary) if ok else f"{result}: {_counts(summary)}"
+    return CheckRun(binding_id, repo, commit, context,
+                    CheckState.SUCCESS if ok else CheckState.FAILURE, title, "\n".join(lines))
+
+
+def plan_check(binding_id: str, repo: str, commit: str, instance: str, target_branch: str,
+               plan: Plan | None, problems: list[Problem],
+               estimate: str | None = None) -> CheckRun:
+    """`nodus/<instance>/plan`: what merging would do, from the same pure plan."""
+    context = context_name(instance, "plan")
+    if problems:
+        body = [f"{len(problems)} problems: merging this would apply nothing.", "",
+                *_problem_lines(problems)]
+        return CheckRun(binding_id, repo, commit, context, CheckState.FAILURE,
+                        f"{len(problems)} invalid manifest problems", "\n".join(body),
+                        _annotations(problems))
+    assert plan is not None
+    lines = [f"Plan against `{target_branch}`: {_counts(plan.summary())}"]
+    if estimate:
+        lines.append(f"Estimated cost of what would start: ${estimate}")
+    lines += ["", *_action_lines(plan)]
+    blocked = plan.blocked
+    state = CheckState.FAILURE if blocked else CheckState.SUCCESS
+    title = f"{len(blocked)} blocked" if blocked else _counts(plan.summary())
+    return CheckRun(binding_id, repo, commit, context, state, title, "\n".join(lines))
+
+
+def run_check(binding_id: str, repo: str, commit: str, instance: str,
+              records: list[InventoryRecord]) -> CheckRun:
+    """`nodus/<instance>/run`: the resources the commit started, once all are finished."""
+    context = context_name(instance, "run")
+    failed = [r for r in records if r.phase != "Succeeded"]
+    total = sum(float(r.cost_usd or 0) for r in records)
+    lines = [f"{len(records) - len(failed)} of {len(records)} succeeded; cost ${total:.2f}", ""]
+    for r in records:
+        line = f"- {r.key.short}: {r.phase}"
+        if r.reason:
+            line += f" ({r.reason}{': ' + r.fix if r.fix else ''})"
+        best = (r.status or {}).get("best") if r.key.kind == "Sweep" else None
+        if best:
+            line += f"; best by cost: cell {best.get('byCost')}, by throughput: " \
+                    f"cell {best.get('byThroughput', '-')}"
+        lines.append(line)
+    state = CheckState.FAILURE if failed else CheckState.SUCCESS
+    title = (f"{len(failed)} failed: " + ", ".join(r.key.short for r in failed[:5])) if failed \
+        else f"{len(records)} succeeded, ${total:.2f}"
+    return CheckRun(binding_id, repo, commit, context, state, title, "\n".join(lines))
