@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian machine and runs the reconciler on the embedded defaults: the
+# local backend against this repository's examples-repo/, with the dashboard on
+# http://127.0.0.1:8080. Extra arguments go to `nodus-gitops serve`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v git >/dev/null || need_apt+=(git)
+command -v bwrap >/dev/null || need_apt+=(bubblewrap)
+python3 -c "import venv, ensurepip" 2>/dev/null || need_apt+=(python3-venv)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  else
+    echo "please install: ${need_apt[*]} (bubblewrap is optional: it isolates each run)" >&2
+  fi
+fi
+
+[ -d .venv ] || python3 -m venv .venv
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+python -m pip install -q .
+
+exec nodus-gitops serve --repo . --path examples-repo --interval 5s "$@"
