@@ -1,0 +1,118 @@
+"""The command line as people use it: exit codes, output shapes, clear errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from providers.base import FakeProvider
+from reconciler.cli import main
+from reconciler.config import Binding, Settings
+from reconciler.service import Service
+from state.store import Store
+from tests.fixtures_git import ManifestRepo
+
+ROOT = Path(__file__).resolve().parents[2]
+JOB = ("apiVersion: nodus.dev/v1\nkind: Job\nmetadata:\n  name: {name}\nspec:\n"
+       "  command: [python3, -c, pass]\n  maxCostUSD: \"{cap}\"\n")
+
+
+def run_cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "reconciler.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_validate_examples_repo_is_clean() -> None:
+    done = run_cli("validate", "examples-repo")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "valid" in done.stdout
+
+
+def test_validate_exit_codes_and_json(tmp_path: Path, capsys) -> None:
+    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs" / "train.yaml").write_text(JOB.format(name="train", cap="0.25")
+                                                  + "  timeout: 10x\n")
+    assert main(["validate", str(tmp_path), "-o", "json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["resources"] == [{"kind": "Job", "name": "train", "line": 1,
+                                 "file": f"{tmp_path.as_posix()}/jobs/train.yaml"}]
+    [problem] = out["problems"]
+    assert problem["path"] == "spec.timeout" and problem["line"] == 8
+    assert set(problem) == {"file", "line", "kind", "name", "path", "message"}
+    assert main(["validate", str(tmp_path / "missing")]) == 2
+    with pytest.raises(SystemExit) as e:
+        main(["validate", "-o", "xml"])
+    assert e.value.code == 2
+
+
+def test_no_traceback_on_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_bytes(b"\xff\xfe not yaml: [")
+    done = run_cli("validate", str(tmp_path))
+    assert done.returncode == 1 and "Traceback" not in done.stderr + done.stdout
+    done = run_cli("get", "--state-dir", str(tmp_path / "s"), "--state", "mysql://x")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "--state" in done.stderr
+    bad_config = tmp_path / "c.yaml"
+    bad_config.write_text("repos:\n  - id: A_B\n    url: x\n")
+    done = run_cli("plan", "--config", str(bad_config), "--state-dir", str(tmp_path / "s"))
+    assert done.returncode == 1 and "repos[0].id" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_plan_exit_codes_and_json(manifest_repo: ManifestRepo, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    common = ["--repo", manifest_repo.push_url, "--branch", "main", "--project", "p",
+              "--state-dir", str(state)]
+    manifest_repo.write("a.yaml", JOB.format(name="a", cap="1.00"))
+    sha = manifest_repo.commit("a")
+    manifest_repo.push()
+    done = run_cli("plan", *common, "-o", "json")
+    assert done.returncode == 2, done.stderr  # changes pending
+    out = json.loads(done.stdout)
+    assert out["commit"] == sha and out["problems"] == []
+    assert out["actions"] == [{"action": "create", "kind": "Job", "name": "a",
+                               "file": "a.yaml", "changes": [], "reason": ""}]
+    # Apply it (the service, with an in-memory provider), then plans are empty.
+    store = Store.open(None, state)
+    binding = Binding(id=flag_binding_id(manifest_repo), url=manifest_repo.push_url, project="p")
+    provider = FakeProvider()
+    service = Service(Settings(state_dir=state, bindings=(binding,)), store,
+                      provider_factory=lambda _n: provider)
+    assert service.reconcile(binding.id).result == "applied"
+    assert run_cli("plan", *common).returncode == 0
+    # A lowered cap: blocked, exit 1, the reason in the text.
+    manifest_repo.write("a.yaml", JOB.format(name="a", cap="0.50"))
+    manifest_repo.commit("lower")
+    manifest_repo.push()
+    done = run_cli("plan", *common)
+    assert done.returncode == 1 and "the cap can only be raised" in done.stdout
+    # An invalid manifest: exit 1 with file and line.
+    manifest_repo.write("b.yaml", "kind: Job\n")
+    manifest_repo.commit("bad")
+    manifest_repo.push()
+    done = run_cli("plan", *common)
+    assert done.returncode == 1 and "b.yaml:1" in done.stdout
+
+    # get and describe read the same state.
+    done = run_cli("get", "-o", "json", "--state-dir", str(state))
+    [obj] = json.loads(done.stdout)
+    assert {k: obj[k] for k in ("kind", "name", "project", "phase", "costUSD", "file")} == {
+        "kind": "Job", "name": "a", "project": "p", "phase": "Running", "costUSD": "0",
+        "file": "a.yaml"}
+    assert obj["sourceCommit"] == sha and "status" in obj and "reason" in obj
+    done = run_cli("get", "job/a", "--state-dir", str(state))
+    assert done.returncode == 0 and "Running" in done.stdout
+    assert run_cli("get", "job/zzz", "--state-dir", str(state)).returncode == 1
+    done = run_cli("describe", "job/a", "--state-dir", str(state))
+    assert done.returncode == 0 and "Created" in done.stdout and "a.yaml" in done.stdout
+
+
+def flag_binding_id(repo: ManifestRepo) -> str:
+    """The binding id `--repo URL --project p` derives."""
+    from reconciler.config import binding_from_flags
+
+    return binding_from_flags(repo.push_url, "main", None, "p", None, None).id
