@@ -14,16 +14,51 @@ from reconciler.errors import ConfigError
 
 KNOWN_TYPES = ("local", "slurm", "nodus")
 
+# providers.<name> settings of type local -> LocalConfig fields.
+_LOCAL_KEYS = {
+    "images": "images", "strictImages": "strict_images", "detectGpus": "detect_gpus",
+    "suspendGraceSeconds": "suspend_grace_seconds", "useBubblewrap": "use_bubblewrap",
+    "useCgroups": "use_cgroups", "prestartSupervisor": "prestart_supervisor",
+}
+_RATE_KEYS = {"cpuCoreHour": "cpu_core_hour", "memoryGiBHour": "memory_gib_hour",
+              "gpuHour": "gpu_hour", "defaultGpuHour": "default_gpu_hour"}
+
+
+def local_config(name: str, settings: dict[str, Any]):
+    """LocalConfig from camelCase settings, unknown keys refused with the setting named."""
+    from providers.local import GpuSlot, LocalConfig, RateCard
+
+    values: dict[str, Any] = {}
+    for key, value in settings.items():
+        if key in ("type", "root"):
+            continue
+        if key in _LOCAL_KEYS:
+            values[_LOCAL_KEYS[key]] = value
+        elif key == "rates":
+            unknown = set(value or {}) - set(_RATE_KEYS)
+            if unknown:
+                raise ConfigError(f"providers.{name}.rates: unknown {sorted(unknown)} (known: "
+                                  f"{', '.join(_RATE_KEYS)})")
+            values["rates"] = RateCard(**{_RATE_KEYS[k]: v for k, v in value.items()})
+        elif key == "gpuSlots":
+            try:
+                values["gpu_slots"] = [GpuSlot(**slot) for slot in value or []]
+            except TypeError as e:
+                raise ConfigError(f"providers.{name}.gpuSlots: {e} (each slot: type, "
+                                  "memory, index, simulated)") from None
+        else:
+            raise ConfigError(f"providers.{name}: unknown setting {key!r} (known: type, root, "
+                              f"rates, gpuSlots, {', '.join(_LOCAL_KEYS)})")
+    return LocalConfig(**values)
+
 
 def build_provider(name: str, settings: dict[str, Any], state_dir: Path) -> Provider:
     kind = settings.get("type", name)
     if kind == "local":
-        from providers.local import LocalConfig, LocalProvider
+        from providers.local import LocalProvider
 
-        options = {k: v for k, v in settings.items() if k not in ("type", "root")}
-        config = LocalConfig.from_dict(options) if options else LocalConfig()
         root = Path(settings.get("root") or state_dir / "local")
-        inner: Provider = LocalProvider(root, config)
+        inner: Provider = LocalProvider(root, local_config(name, settings))
     else:
         raise ConfigError(f"providers.{name}.type: {kind!r} is not available in this build "
                           f"(known: {', '.join(KNOWN_TYPES)}; available: local)")

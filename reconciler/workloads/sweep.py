@@ -87,6 +87,9 @@ class SweepController(Controller):
         estimate = getattr(self.inner, "estimate", None)
         if estimate is None:
             return None
-        total = sum((Decimal(estimate({"kind": "Job", "spec": c.spec})) for c in children),
-                    Decimal(0))
+        try:
+            total = sum((Decimal(estimate({"kind": "Job", "spec": c.spec})) for c in children),
+                        Decimal(0))
+        except ArithmeticError:  # "unknown": a cell has neither expectedDuration nor timeout
+            return None
         return f"{total:.2f}"

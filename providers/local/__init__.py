@@ -1,0 +1,38 @@
+"""The `local` compute backend: runs Nodus Jobs as processes on this machine with the
+platform's semantics (phases, reasons, indexes, limits, suspend and recovery).
+
+Public surface, for the reconciler and the CLI:
+
+    LocalProvider(root, config, clock)      the Provider
+    LocalConfig, RateCard, GpuSlot          its settings
+    estimate(manifest, rates) -> str        the plan's cost estimate
+    copy_output(root, key, name, dest)      `nodus cp`, hash-checked
+    output_path(root, key, name)            a stored output's path (Pipeline inputs)
+    iter_logs(root, key, index, follow)     `nodus logs`
+
+Names are imported on first use, so that a Job's supervisor (a module of this
+package, started once per Job) does not pay for the provider's imports.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "GpuSlot": "providers.local.config",
+    "LocalConfig": "providers.local.config",
+    "RateCard": "providers.local.config",
+    "estimate": "providers.local.cost",
+    "iter_logs": "providers.local.logs",
+    "copy_output": "providers.local.outputs",
+    "output_path": "providers.local.outputs",
+    "LocalProvider": "providers.local.provider",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> object:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)

@@ -1,0 +1,112 @@
+"""Settings of the local backend: images, the accounting rate card, GPU slots and
+timings. One frozen dataclass, serialised into every run directory so that a run's
+supervisor keeps the settings it was started with.
+
+The rates are local accounting rates, not a price list: they let `maxCostUSD`, the
+plan's estimate and Sweep reports work the same way on a laptop as on the platform.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from providers.local.spec import parse_memory
+
+# USD per GPU-hour by GPU type (local accounting rates).
+DEFAULT_GPU_RATES: dict[str, float] = {
+    "T4": 0.40,
+    "L4": 0.80,
+    "A10": 1.10,
+    "A10G": 1.10,
+    "L40S": 1.60,
+    "A100": 2.50,
+    "H100": 4.00,
+    "H200": 5.00,
+}
+
+
+@dataclass(frozen=True)
+class RateCard:
+    """USD per hour: per CPU core, per GiB of memory, per GPU by type."""
+
+    cpu_core_hour: float = 0.02
+    memory_gib_hour: float = 0.005
+    gpu_hour: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_GPU_RATES))
+    default_gpu_hour: float = 1.00  # a GPU type missing from gpu_hour
+
+    def gpu_rate(self, gpu_type: str | None) -> float:
+        if gpu_type is None:
+            return self.default_gpu_hour
+        for name, rate in self.gpu_hour.items():
+            if name.lower() == gpu_type.lower():
+                return rate
+        return self.default_gpu_hour
+
+    def per_second(self, cpu: float, memory_bytes: int, gpu_types: list[str | None]) -> float:
+        """The rate of one running process holding these resources, USD per second."""
+        hourly = (
+            cpu * self.cpu_core_hour
+            + memory_bytes / (1 << 30) * self.memory_gib_hour
+            + sum(self.gpu_rate(t) for t in gpu_types)
+        )
+        return hourly / 3600.0
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RateCard:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class GpuSlot:
+    """A declared GPU. Declared slots are simulated unless `simulated=False` says the
+    machine really has it; `index` is what CUDA_VISIBLE_DEVICES receives (by default
+    the next number after the detected GPUs)."""
+
+    type: str
+    memory: str | int = "24Gi"
+    index: int | None = None
+    simulated: bool = True
+
+    @property
+    def memory_bytes(self) -> int:
+        return parse_memory(self.memory, "gpu_slots.memory")
+
+
+@dataclass(frozen=True)
+class LocalConfig:
+    """How the local backend runs Jobs.
+
+    images: image name -> a virtualenv's bin directory, put first on PATH.
+    strict_images: an image missing from `images` fails the Job with ImagePullFailed
+        (otherwise the host's environment runs it and an event says so).
+    gpu_slots: declared (simulated) GPUs, in addition to those nvidia-smi reports when
+        `detect_gpus` is true.
+    suspend_grace_seconds: time between SIGTERM and SIGKILL when stopping a run.
+    suspend_retry_seconds, suspend_max_tries: a failed suspend is retried after this
+        long, this many tries in all (the platform: ten minutes, three tries).
+    use_bubblewrap: None detects `bwrap`; False never uses it.
+    use_cgroups: None uses the cgroup v1 memory controller for resources.memory when it
+        is writable, else RLIMIT_AS; False always uses RLIMIT_AS; True requires cgroups.
+    poll_seconds: how often a supervisor looks at its control file without a signal.
+    prestart_supervisor: keep one supervisor process started ahead of need, so that a
+        new Job's first run starts without waiting for an interpreter to start.
+    """
+
+    images: dict[str, str] = field(default_factory=dict)
+    strict_images: bool = False
+    rates: RateCard = field(default_factory=RateCard)
+    gpu_slots: list[GpuSlot] = field(default_factory=list)
+    detect_gpus: bool = True
+    suspend_grace_seconds: float = 10.0
+    suspend_retry_seconds: float = 600.0
+    suspend_max_tries: int = 3
+    use_bubblewrap: bool | None = None
+    use_cgroups: bool | None = None
+    poll_seconds: float = 0.1
+    prestart_supervisor: bool = True
+    python: str = sys.executable
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

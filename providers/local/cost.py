@@ -1,0 +1,34 @@
+"""Cost accounting with the local rate card: the rate of one run, money formatting,
+and the plan's estimate (rate x expectedDuration, or x timeout as an upper bound)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from providers.local.config import RateCard
+from providers.local.jobstate import format_usd
+from providers.local.spec import JobSpec, SpecError, parse_job
+
+
+def run_rate(spec: JobSpec, rates: RateCard) -> float:
+    """USD per second for one running index of this Job."""
+    gpu_types: list[str | None] = [spec.gpu.type] * spec.gpu.count if spec.gpu else []
+    return rates.per_second(spec.cpu, spec.memory, gpu_types)
+
+
+def estimate(manifest: dict[str, Any], rates: RateCard | None = None) -> str:
+    """The expected cost to completion in USD, for the plan: `parallelism` indexes run
+    for the Job's `expectedDuration` (or, failing that, its whole `timeout`, an upper
+    bound), capped by maxCostUSD; `unknown` without either duration."""
+    rates = rates or RateCard()
+    try:
+        spec = parse_job(manifest)
+    except SpecError:
+        return "unknown"
+    duration = spec.expected_duration if spec.expected_duration is not None else spec.timeout
+    if duration is None:
+        return "unknown"
+    total = run_rate(spec, rates) * duration * spec.parallelism
+    if spec.max_cost is not None:
+        total = min(total, float(spec.max_cost))
+    return format_usd(round(total, 6))

@@ -1,0 +1,366 @@
+"""One Job's state machine, driven by its supervisor process one `tick()` at a time.
+
+Each pass reads control.json, reaps finished runs, accrues cost, enforces the desired
+state, timeout, queue timeout and cost cap, starts runs (completions, parallelism, GPU
+slots), settles finished stops and success (outputs), and writes status.json when
+something changed, or every second while runs are active, as a heartbeat.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from providers.local import jobstate, limits, provisioning, runs, sandbox, suspension
+from providers.local.rundir import RunDir, read_json, write_json
+from providers.local.spec import compact_indexes, parse_job
+from reconciler.phases import Phase, Reason, is_terminal
+
+HEARTBEAT_SECONDS = 1.0
+_STOP_PHASE = {"suspend": Phase.SUSPENDING, "cancel": Phase.CANCELLING}
+
+
+class JobDriver:
+    """The Job's state machine; `tick(now)` is one pass, the supervisor's loop calls it."""
+
+    def __init__(self, run: RunDir, now: float):
+        self.run = run
+        doc = read_json(run.manifest)
+        self.uid = doc["uid"]
+        self.settings: dict[str, Any] = read_json(run.settings)
+        self.spec = parse_job(doc["manifest"])
+        self.rate = float(doc["ratePerSecond"])  # one running index, from the rate card
+        self.grace = float(self.settings["graceSeconds"])
+        parent = self.settings.get("cgroupParent")
+        self.cgroup_parent = Path(parent) if parent else None
+        self.st: dict[str, Any] = read_json(run.status) or jobstate.initial(now)
+        self.completed: set[int] = set(self.st["completedIndexes"])
+        self.pending = [i for i in range(self.spec.completions) if i not in self.completed]
+        self.active: dict[int, runs.Run] = {}
+        self.stop: dict[str, Any] | None = None
+        self.stop_exits: list[runs.Exit] = []
+        self.place: sandbox.Placement | None = None
+        self.desired = self.spec.state
+        self.timeout = self.spec.timeout
+        self.max_cost = self.spec.max_cost
+        self.control_sig: tuple | None = None
+        self.last_accrual = now
+        self.last_write = 0.0
+        self.dirty = True
+        self.gpu_wait_noted = False
+        if self.st["phase"] == Phase.RECOVERING:
+            self._recovered(now)
+        if self.cgroup_parent is not None:  # groups left by a supervisor that was killed
+            for stale in self.cgroup_parent.glob(f"{self.uid}-*"):
+                limits.remove_cgroup(stale)
+
+    # -- helpers -----------------------------------------------------------------
+    def event(self, reason: str, message: str, warning: bool = False) -> None:
+        self.run.event(reason, message, "Warning" if warning else "Normal")
+
+    def _clear_state(self, indexes: list[int]) -> None:
+        for i in indexes:
+            jobstate.remove_tree(self.run.state_for(i))
+
+    def _recovered(self, now: float) -> None:
+        lost = self.st.pop("lostIndexes", [])
+        if self.spec.recovery.continuity == "Restartable":
+            self._clear_state(lost)
+        restart = self.spec.recovery.continuity == "Restartable"
+        where = "from the beginning" if restart else "from the last saved state"
+        self.event("Recovering", f"capacity was lost; resuming indexes {lost or 'none'} {where}")
+        self.st["runs"] = {}
+
+    def _fail(self, reason: Reason, message: str, now: float) -> None:
+        if self.active:
+            self.begin_stop("fail", now, reason, message)
+        else:
+            self._finish(Phase.FAILED, now, reason, message)
+
+    def _finish(self, phase: Phase, now: float, reason: str | None = None,
+                message: str | None = None) -> None:
+        jobstate.finish(self.st, phase, now, reason, message)
+        self.pending = []
+        self.dirty = True
+        self.event(phase.value, message or phase.value, warning=phase is Phase.FAILED)
+
+    @property
+    def gpus(self):  # noqa: ANN201 - the gpus module, imported only by Jobs that use GPUs
+        from providers.local import gpus
+
+        return gpus
+
+    @property
+    def slots(self) -> list:
+        return [self.gpus.Slot.from_dict(s) for s in self.settings["slots"]]
+
+    @property
+    def phase(self) -> str:
+        return self.st["phase"]
+
+    def capped(self) -> bool:
+        return self.max_cost is not None and Decimal(str(self.st["cost"])) >= self.max_cost
+
+    # -- one pass ------------------------------------------------------------------
+    def tick(self, now: float) -> None:
+        self.read_control()
+        self.reap(now)
+        if not is_terminal(self.phase):
+            self.accrue(now)
+            self.enforce(now)
+        if not is_terminal(self.phase):
+            self.schedule(now)
+        if not is_terminal(self.phase):
+            self.settle(now)
+        self.flush(now)
+
+    def read_control(self) -> None:
+        try:
+            s = os.stat(self.run.control)
+        except FileNotFoundError:
+            return
+        sig = (s.st_mtime_ns, s.st_ino, s.st_size)
+        if sig == self.control_sig:
+            return
+        self.control_sig = sig
+        ctl = read_json(self.run.control) or {}
+        previous = self.desired
+        self.desired = ctl.get("state", self.desired)
+        self.timeout = ctl.get("timeout", self.timeout)
+        cap = ctl.get("maxCostUSD", None if self.max_cost is None else str(self.max_cost))
+        self.max_cost = Decimal(cap) if cap is not None else None
+        if self.desired == Phase.SUSPENDED and previous != Phase.SUSPENDED:
+            self.st["suspendFailures"], self.st["nextSuspendTry"] = 0, None
+        if self.desired == Phase.RUNNING:
+            self.st["nextSuspendTry"] = None
+        self.st["generation"] = ctl.get("generation", 0)
+        self.dirty = True
+
+    def reap(self, now: float) -> None:
+        for index, run in list(self.active.items()):
+            if run.poll() is None:
+                continue
+            self.st["units"] += run.count_units()
+            ex = run.finish()
+            del self.active[index]
+            self.dirty = True
+            if run.stopping:
+                self.stop_exits.append(ex)
+                bisect.insort(self.pending, index)
+                continue
+            if ex.ok:
+                self.completed.add(index)
+                self.st["succeeded"] += 1
+                continue
+            self.st["failed"] += 1
+            what = f"index {index} (attempt {run.attempt}) {ex.describe()}"
+            self.event("RunFailed", what, warning=True)
+            if ex.oom:
+                limit = self.spec.memory_limit or 0
+                self._fail(Reason.OOM_KILLED, f"{what}: resources.memory is {limit >> 20}Mi", now)
+            elif self.st["failed"] > self.spec.backoff_limit:
+                self._fail(Reason.BACKOFF_LIMIT_EXCEEDED,
+                           f"{self.st['failed']} runs failed, more than backoffLimit "
+                           f"{self.spec.backoff_limit}; the last: {what}", now)
+            else:
+                bisect.insort(self.pending, index)
+
+    def accrue(self, now: float) -> None:
+        dt, self.last_accrual = max(0.0, now - self.last_accrual), now
+        if self.active and dt:
+            self.st["cost"] += dt * self.rate * len(self.active)
+            self.st["costUSD"] = jobstate.format_usd(round(self.st["cost"], 6))
+
+    def enforce(self, now: float) -> None:
+        st = self.st
+        if self.stop and now >= self.stop["deadline"]:
+            for run in self.active.values():
+                if not run.killed:
+                    run.kill()
+        if self.desired == Phase.CANCELLED:
+            if not self.stop or self.stop["kind"] != "cancel":
+                self.begin_stop("cancel", now, message="cancelled: spec.state is Cancelled")
+            return
+        if self.phase == Phase.SUSPENDED:
+            if self.desired != Phase.SUSPENDED and not self.capped():
+                self.resume(now)
+            return
+        deadline = jobstate.timeout_time(st, self.timeout, now)
+        stoppable = not self.stop or self.stop["kind"] == "suspend"
+        if deadline is not None and now >= deadline and stoppable:
+            self.begin_stop("timeout", now, Reason.DEADLINE_EXCEEDED,
+                            f"the Job ran longer than its timeout of {self.timeout:g}s")
+            return
+        qt = self.spec.queue_timeout
+        waiting = self.phase == Phase.QUEUED and not self.active and self.pending
+        if waiting and qt is not None and now - st["queuedSince"] >= qt:
+            wanted = self.spec.gpu.describe() if self.spec.gpu else "the request"
+            slots = ", ".join(s.type for s in self.slots) or "none"
+            self._finish(Phase.FAILED, now, Reason.CAPACITY_UNAVAILABLE,
+                         f"no GPU slot here fits {wanted} within placement.queueTimeout "
+                         f"{qt:g}s (slots: {slots})")
+            return
+        if self.stop:
+            return
+        if self.capped() and (self.active or self.pending):
+            self.begin_stop("suspend", now, Reason.MAX_COST_REACHED,
+                            f"costUSD {st['costUSD']} reached maxCostUSD {self.max_cost}")
+        elif self.desired == Phase.SUSPENDED and suspension.allowed(self.st, self.settings, now):
+            self.begin_stop("suspend", now, message="suspended: spec.state is Suspended")
+
+    def begin_stop(self, kind: str, now: float, reason: str | None = None,
+                   message: str | None = None) -> None:
+        deadline = now + self.grace
+        if self.stop:
+            deadline = min(deadline, self.stop["deadline"])
+        self.stop = {"kind": kind, "reason": reason, "message": message, "deadline": deadline}
+        if kind in _STOP_PHASE:
+            self.st["phase"] = _STOP_PHASE[kind].value
+        for run in self.active.values():
+            run.terminate(kind, now)
+        if kind == "suspend" and reason and self.spec.recovery.continuity == "Ephemeral":
+            self.event("StateLost", "recovery.continuity is Ephemeral: the Job keeps no state "
+                       "and restarts from the beginning when resumed", warning=True)
+        self.dirty = True
+
+    def resume(self, now: float) -> None:
+        suspension.resume(self.st, now)
+        if self.spec.recovery.continuity in ("Restartable", "Ephemeral"):
+            self._clear_state(self.pending)
+        self.event("Resumed", f"resuming indexes {compact_indexes(self.pending)}")
+        self.dirty = True
+
+    def schedule(self, now: float) -> None:
+        if self.stop or self.phase in (Phase.SUSPENDED, Phase.SUSPENDING) or self.capped():
+            return
+        while self.pending and len(self.active) < self.spec.parallelism:
+            lease = None
+            if self.spec.gpu:
+                lease = self.gpus.try_acquire(Path(self.settings["locksDir"]), self.slots,
+                                              self.spec.gpu)
+                if lease is None:
+                    self._wait_for_gpu(now)
+                    return
+            if self.place is None and not self.prepare(now):
+                if lease:
+                    lease.release()
+                return
+            self.spawn(self.pending.pop(0), lease, now)
+
+    def _wait_for_gpu(self, now: float) -> None:
+        if not self.active and self.phase != Phase.QUEUED:
+            self.st.update(phase=Phase.QUEUED.value, queuedSince=now)
+            self.dirty = True
+        if not self.gpu_wait_noted:
+            self.gpu_wait_noted = True
+            fits = self.gpus.can_ever_fit(self.slots, self.spec.gpu)
+            self.event("WaitingForCapacity", f"waiting for {self.spec.gpu.describe()}"
+                       + ("" if fits else "; no GPU slot here matches it"), warning=not fits)
+
+    def prepare(self, now: float) -> bool:
+        """Provisioning, once per supervisor; False when the Job failed."""
+        self.st["provisioningTime"] = self.st["provisioningTime"] or now
+        self.st["phase"] = Phase.PROVISIONING.value
+        self.dirty = True
+        if self.spec.source:
+            self.flush(now)  # show Provisioning while the source is fetched
+        try:
+            self.place = provisioning.provision(self.spec, self.run, self.settings, self.st,
+                                                self.event)
+        except provisioning.ProvisionError as exc:
+            self._finish(Phase.FAILED, now, exc.reason, exc.message)
+            return False
+        return True
+
+    def spawn(self, index: int, lease: runs.Lease | None, now: float) -> None:
+        st = self.st
+        attempt = st["indexAttempts"].get(str(index), 0) + 1
+        self.run.state_for(index).mkdir(parents=True, exist_ok=True)
+        assert self.place is not None
+        launch = sandbox.build(self.spec, self.run, self.place, index, attempt,
+                               lease.visible_devices if lease else "")
+        run = runs.start(
+            launch, index=index, attempt=attempt, rate=self.rate,
+            log_path=self.run.log_for(index, attempt),
+            units_path=self.run.units_for(index, attempt), bubblewrap=self.place.bubblewrap,
+            lease=lease, cgroup_parent=self.cgroup_parent, memory_limit=self.spec.memory_limit,
+            cgroup_name=f"{self.uid}-{index}-{attempt}")
+        self.active[index] = run
+        st["indexAttempts"][str(index)] = attempt
+        st["attempts"] += 1
+        st["startTime"] = st["startTime"] or run.started
+        st["segmentStart"] = st["segmentStart"] or run.started
+        st["phase"] = Phase.RUNNING.value
+        if lease:
+            st["gpus"] = [s.to_dict() for s in lease.slots]
+        self.event("Started", f"index {index} attempt {attempt} (pid {run.pid})"
+                   + (f" on GPU {lease.visible_devices}" if lease else ""))
+        self.dirty = True
+
+    def settle(self, now: float) -> None:
+        if self.stop and not self.active:
+            self.finalize_stop(now)
+        elif not (self.stop or self.active or self.pending) and self.phase != Phase.SUSPENDED:
+            from providers.local.outputs import OutputError, collect  # hashing, at the end
+
+            try:
+                self.st["outputs"] = collect(self.run.outputs, self.spec.outputs)
+            except OutputError as exc:
+                self._finish(Phase.FAILED, now, Reason.INVALID_OUTPUT_PATH, str(exc))
+                return
+            self._finish(Phase.SUCCEEDED, now, message=f"{len(self.completed)} of "
+                         f"{self.spec.completions} indexes succeeded")
+
+    def finalize_stop(self, now: float) -> None:
+        stop, exits = self.stop or {}, self.stop_exits
+        self.stop, self.stop_exits = None, []
+        kind, reason, message = stop["kind"], stop["reason"], stop["message"]
+        if kind == "cancel":
+            self._finish(Phase.CANCELLED, now, message=message)
+            return
+        if kind in ("timeout", "fail"):
+            self._finish(Phase.FAILED, now, reason, message)
+            return
+        if self.spec.recovery.continuity == "Ephemeral":
+            self._clear_state(self.pending)
+        suspended, msg = suspension.conclude(self.st, self.settings, exits, reason, message, now)
+        if suspended:
+            self.event("Suspended", msg)
+        else:
+            self.event(Reason.SUSPEND_FAILED.value, msg, warning=True)
+        self.dirty = True
+
+    def flush(self, now: float) -> None:
+        st = self.st
+        if self.active and now - self.last_write >= HEARTBEAT_SECONDS:
+            for run in self.active.values():
+                st["units"] += run.count_units()
+            self.dirty = True
+        if not self.dirty:
+            return
+        st["active"] = len(self.active)
+        st["runs"] = {str(i): r.record() for i, r in self.active.items()}
+        st["completedIndexes"] = sorted(self.completed)
+        st["timeoutSeconds"] = self.timeout
+        st["timeoutTime"] = jobstate.timeout_time(st, self.timeout, now)
+        st["wallSeconds"] = round(jobstate.wall_seconds(st, now), 3)
+        wall = st["wallSeconds"]
+        st["unitsPerSecond"] = round(st["units"] / wall, 3) if st["units"] and wall > 0 else None
+        st["heartbeat"] = now
+        write_json(self.run.status, st)
+        self.last_write, self.dirty = now, False
+
+    def next_wait(self, now: float) -> float:
+        wait = float(self.settings["pollSeconds"])
+        if self.stop:
+            wait = min(wait, max(0.0, self.stop["deadline"] - now))
+        return max(wait, 0.002)
+
+    def lost(self) -> None:
+        """SIGTERM/SIGINT to the supervisor: the capacity is going away; stop the runs and
+        leave the status as it is, for the provider to recover."""
+        for run in self.active.values():
+            run.kill()

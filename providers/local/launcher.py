@@ -1,0 +1,109 @@
+"""Starting a Job's supervisor as a detached process and telling whether it is still
+the same live process (pid and /proc start time, recorded in supervisor.json).
+
+A supervisor can also be pre-started as a spare: the same module, its imports done,
+waiting on stdin for the run directory it will supervise. Handing a new Job to a spare
+takes a pipe write instead of an interpreter start; a spare that is never used exits
+when the provider that started it goes away (end of file on its stdin).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import providers
+from providers.local import procs
+from providers.local.rundir import RunDir, read_json, write_json
+
+_PACKAGE_ROOT = str(Path(providers.__file__).resolve().parent.parent)
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _record(run: RunDir, proc: subprocess.Popen) -> None:
+    write_json(run.supervisor, {"pid": proc.pid, "ticks": procs.start_ticks(proc.pid),
+                                "startedAt": time.time()})
+
+
+def spawn(run: RunDir, python: str) -> subprocess.Popen:
+    """Start `python -m providers.local.supervisor <rundir>` in its own session, with
+    stdin from /dev/null and its output in supervisor.log, and record its identity."""
+    with open(run.path / "supervisor.log", "ab") as log:
+        proc = subprocess.Popen(
+            [python, "-S", "-m", "providers.local.supervisor", str(run.path)], cwd=run.path,
+            env=_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+    _record(run, proc)
+    return proc
+
+
+def start_spare(python: str, root: Path) -> subprocess.Popen:
+    """Pre-start a supervisor that waits for its run directory on stdin."""
+    with open(root / ".spare-supervisors.log", "ab") as log:
+        return subprocess.Popen(
+            [python, "-S", "-m", "providers.local.supervisor", "--spare"], cwd=root,
+            env=_env(), stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True)
+
+
+def hand_over(spare: subprocess.Popen, run: RunDir) -> bool:
+    """Give `run` to a spare; False when the spare is gone (start a new supervisor)."""
+    if spare.poll() is not None or spare.stdin is None:
+        return False
+    _record(run, spare)
+    try:
+        spare.stdin.write(f"{run.path}\n".encode())
+        spare.stdin.close()
+    except OSError:
+        return False
+    return True
+
+
+def retire(spare: subprocess.Popen | None) -> None:
+    """Let an unused spare exit (it sees end of file)."""
+    if spare is not None and spare.stdin is not None:
+        try:
+            spare.stdin.close()
+        except OSError:
+            pass
+
+
+def alive(run: RunDir) -> bool:
+    rec = read_json(run.supervisor) or {}
+    return procs.is_same_process(rec.get("pid"), rec.get("ticks"))
+
+
+def lock_free(run: RunDir) -> bool:
+    """True when no supervisor holds the run directory's lock (a probe; released at once)."""
+    try:
+        fd = os.open(run.supervisor_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+def signal_supervisor(run: RunDir, sig: int) -> bool:
+    rec = read_json(run.supervisor) or {}
+    if procs.is_same_process(rec.get("pid"), rec.get("ticks")):
+        procs.signal_pid(rec["pid"], sig)
+        return True
+    return False
+
+
+def kill_supervisor(run: RunDir) -> None:
+    rec = read_json(run.supervisor) or {}
+    procs.kill_recorded(rec.get("pid"), rec.get("ticks"))

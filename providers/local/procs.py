@@ -1,0 +1,76 @@
+"""Process identity and signalling: a pid is only trusted together with its start time
+from /proc/<pid>/stat, so a recycled pid is never mistaken for our process."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return None
+    # comm (field 2) may contain spaces and parentheses: split after the last ')'.
+    rest = raw[raw.rfind(")") + 2 :].split()
+    return rest  # rest[0] is field 3 (state)
+
+
+def start_ticks(pid: int) -> int | None:
+    """The process start time in clock ticks since boot (field 22), or None."""
+    fields = _stat_fields(pid)
+    return int(fields[19]) if fields else None
+
+
+def is_same_process(pid: int | None, ticks: int | None) -> bool:
+    """True when `pid` is alive, not a zombie, and started at `ticks`."""
+    if not pid or ticks is None:
+        return False
+    fields = _stat_fields(pid)
+    return bool(fields) and fields[0] not in ("Z", "X") and int(fields[19]) == ticks
+
+
+def group_members(pgid: int) -> list[int]:
+    """Every live process in process group `pgid` (a scan of /proc)."""
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields = _stat_fields(int(entry))
+        if fields and int(fields[2]) == pgid and fields[0] not in ("Z", "X"):
+            members.append(int(entry))
+    return members
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def signal_pid(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def terminate_inside(pgid: int, skip: int | None) -> None:
+    """SIGTERM every process of the group except `skip` (the bubblewrap monitor, which
+    does not forward signals and must stay to report the command's exit status)."""
+    if skip is None:
+        signal_group(pgid, signal.SIGTERM)
+        return
+    for pid in group_members(pgid):
+        if pid != skip:
+            signal_pid(pid, signal.SIGTERM)
+
+
+def kill_recorded(pid: int | None, ticks: int | None) -> None:
+    """SIGKILL the process group led by a recorded process, if it is still that process."""
+    if pid and is_same_process(pid, ticks):
+        signal_group(pid, signal.SIGKILL)
+        signal_pid(pid, signal.SIGKILL)

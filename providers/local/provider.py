@@ -1,0 +1,402 @@
+"""`LocalProvider`: the Provider protocol over run directories and detached supervisors.
+
+create writes a complete run directory under a temporary name and renames it into
+place (so a Job is never started twice, even by two reconcilers at once), then starts
+its supervisor. patch and delete write control.json and wake the supervisor. get reads
+status.json; when the supervisor is gone before the Job finished it recovers the Job
+(`recovery.decide`), and when a finished Job's ttlSecondsAfterFinished has passed it
+removes the run directory, leaving a small tombstone so that creating the same
+idempotency key again still returns the first Job.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from providers.base import Observed, Workload
+from providers.local import jobstate, launcher, limits, procs, recovery, settings
+from providers.local.config import LocalConfig
+from providers.local.cost import estimate, run_rate
+from providers.local.logs import iter_logs
+from providers.local.observe import to_observed
+from providers.local.outputs import copy_output, output_path
+from providers.local.rundir import RunDir, read_json, write_json
+from providers.local.spec import JobSpec, SpecError, parse_job
+from reconciler.errors import ConfigError, NotFoundError, PermanentError, TransientError
+from reconciler.identity import LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE, ResourceKey
+from reconciler.phases import Phase, is_terminal
+
+# spec fields a created Job can change in place; anything else needs a new Job.
+PATCHABLE = frozenset(
+    {
+        "state",
+        "timeout",
+        "activeDeadlineSeconds",
+        "maxCostUSD",
+        "ttlSecondsAfterFinished",
+        "expectedDuration",
+        "completeByTime",
+    }
+)
+
+
+def _retire_all(spares: list[subprocess.Popen]) -> None:
+    while spares:
+        launcher.retire(spares.pop())
+
+
+class LocalProvider:
+    """Runs Jobs as processes on this machine, one detached supervisor per Job."""
+
+    name = "local"
+    native_kinds = frozenset({"Job"})
+
+    def __init__(
+        self, root: Path, config: LocalConfig | None = None, clock: Callable[[], float] = time.time
+    ):
+        self.root = Path(root).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.config = config or LocalConfig()
+        self._clock = clock
+        self._settings: dict[str, Any] | None = None
+        self._children: dict[str, subprocess.Popen] = {}
+        self._spare: list[subprocess.Popen] = []  # at most one pre-started supervisor
+        weakref.finalize(self, _retire_all, self._spare)
+
+    # -- settings resolved once per provider -------------------------------------
+    def settings(self) -> dict[str, Any]:
+        """The resolved settings new run directories get (resolved once)."""
+        if self._settings is None:
+            try:
+                self._settings = settings.resolve(self.config, self.root)
+            except ValueError as exc:
+                raise ConfigError(f"local backend: {exc}") from None
+        return self._settings
+
+    # -- helpers -----------------------------------------------------------------
+    def _run(self, key: ResourceKey) -> RunDir:
+        if key.kind != "Job":
+            raise PermanentError(
+                f"the local backend runs Jobs; {key.short} is driven as Jobs "
+                "by the reconciler's controllers"
+            )
+        try:
+            return RunDir.for_key(self.root, key)
+        except ValueError as exc:
+            raise PermanentError(str(exc)) from None
+
+    def _tombstone(self, key: ResourceKey) -> Path:
+        return self.root / key.project / ".tombstones" / f"{key.name}.json"
+
+    @contextmanager
+    def _locked(self, run: RunDir) -> Iterator[None]:
+        fd = os.open(run.provider_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _spawn(self, run: RunDir) -> None:
+        """Start the run's supervisor: hand it to the pre-started spare when there is one,
+        then pre-start the next spare for the next Job."""
+        spare = self._spare.pop() if self._spare else None
+        if spare is not None and launcher.hand_over(spare, run):
+            proc = spare
+        else:
+            launcher.retire(spare)
+            proc = launcher.spawn(run, self.config.python)
+        self._children[str(run.path)] = proc
+        if self.config.prestart_supervisor:
+            self._spare.append(launcher.start_spare(self.config.python, self.root))
+
+    def _alive(self, run: RunDir) -> bool:
+        child = self._children.get(str(run.path))
+        if child is not None and child.poll() is not None:
+            del self._children[str(run.path)]  # reaped: our own supervisor ended
+        return launcher.alive(run)
+
+    @staticmethod
+    def _parse(manifest: dict[str, Any]) -> JobSpec:
+        try:
+            return parse_job(manifest)
+        except SpecError as exc:
+            raise PermanentError(str(exc)) from None
+
+    # -- Provider protocol ---------------------------------------------------------
+    def create(self, workload: Workload, idempotency_key: str) -> Observed:
+        key = workload.key
+        run = self._run(key)
+        existing = self._existing(run, key, idempotency_key)
+        if existing is not None:
+            return existing
+        spec = self._parse(workload.manifest)
+        now = self._clock()
+        tmp = RunDir(run.path.parent / f".tmp-{key.name}-{uuid.uuid4().hex[:8]}")
+        try:
+            tmp.path.mkdir(parents=True)
+            tmp.make_dirs()
+            write_json(
+                tmp.manifest,
+                {
+                    "key": str(key),
+                    "uid": uuid.uuid4().hex[:12],
+                    "idempotencyKey": idempotency_key,
+                    "specHash": workload.spec_hash,
+                    "manifest": workload.manifest,
+                    "createdAt": now,
+                    "ratePerSecond": run_rate(spec, self.config.rates),
+                },
+            )
+            write_json(tmp.settings, self.settings())
+            write_json(tmp.control, self._control(spec, 0))
+            st = jobstate.initial(now)
+            st.update(
+                image=spec.image, sandbox="bubblewrap" if self.settings()["bubblewrap"] else "none"
+            )
+            write_json(tmp.status, st)
+            tmp.event("Created", f"created with idempotency key {idempotency_key}", now=now)
+            os.rename(tmp.path, run.path)
+        except OSError as exc:
+            shutil.rmtree(tmp.path, ignore_errors=True)
+            if run.exists():  # another reconciler won the race
+                existing = self._existing(run, key, idempotency_key)
+                if existing is not None:
+                    return existing
+            raise TransientError(f"cannot create the run directory of {key.short}: {exc}") from None
+        self._tombstone(key).unlink(missing_ok=True)
+        self._spawn(run)
+        return self._observe(run, key)
+
+    def _existing(self, run: RunDir, key: ResourceKey, idempotency_key: str) -> Observed | None:
+        if run.exists():
+            doc = read_json(run.manifest)
+            if doc.get("idempotencyKey") != idempotency_key:
+                raise PermanentError(
+                    f"{key.short} already exists (created with another "
+                    "idempotency key); delete it before creating it again"
+                )
+            return self.get(key) or self._from_tombstone(key, idempotency_key)
+        return self._from_tombstone(key, idempotency_key)
+
+    def _from_tombstone(self, key: ResourceKey, idempotency_key: str) -> Observed | None:
+        stone = read_json(self._tombstone(key))
+        if stone and stone.get("idempotencyKey") == idempotency_key:
+            return to_observed(key, stone["doc"], stone["status"], self._clock())
+        return None
+
+    @staticmethod
+    def _control(spec: JobSpec, generation: int) -> dict[str, Any]:
+        return {
+            "generation": generation,
+            "state": spec.state,
+            "timeout": spec.timeout,
+            "maxCostUSD": None if spec.max_cost is None else str(spec.max_cost),
+        }
+
+    def patch(self, workload: Workload, changes: dict[str, Any]) -> Observed:
+        key = workload.key
+        run = self._run(key)
+        if not run.exists():
+            raise NotFoundError(f"{key.short} does not exist")
+        spec = self._parse(workload.manifest)
+        fixed = sorted(set(changes.get("spec") or {}) - PATCHABLE)
+        if fixed:
+            raise PermanentError(
+                f"{key.short}: spec.{', spec.'.join(fixed)} cannot change on a "
+                "created Job; it must be replaced"
+            )
+        with self._locked(run):
+            control = read_json(run.control) or {}
+            old_cap = control.get("maxCostUSD")
+            if (
+                old_cap is not None
+                and spec.max_cost is not None
+                and spec.max_cost < Decimal(old_cap)
+            ):
+                raise PermanentError(
+                    f"{key.short}: spec.maxCostUSD can only be raised "
+                    f"(from {old_cap} to {spec.max_cost})"
+                )
+            doc = read_json(run.manifest)
+            doc.update(manifest=workload.manifest, specHash=workload.spec_hash)
+            write_json(run.manifest, doc)
+            generation = int(control.get("generation", 0)) + 1
+            write_json(run.control, self._control(spec, generation))
+            if spec.state != control.get("state"):
+                run.event("StateRequested", f"spec.state is now {spec.state}")
+                if spec.state == Phase.SUSPENDED and spec.recovery.continuity == "Ephemeral":
+                    run.event(
+                        "StateLost",
+                        "recovery.continuity is Ephemeral: suspending restarts "
+                        "the Job from the beginning when it resumes",
+                        "Warning",
+                    )
+            if launcher.signal_supervisor(run, signal.SIGUSR1):
+                self._await_ack(run, generation)
+        return self.get(key) or self._observe(run, key)
+
+    @staticmethod
+    def _await_ack(run: RunDir, generation: int, timeout: float = 1.0) -> None:
+        """Give the supervisor a moment to take the change, so that the Observed a patch
+        returns already shows its effect (Suspending, a moved timeoutTime)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if (read_json(run.status) or {}).get("generation", -1) >= generation:
+                return
+            time.sleep(0.005)
+
+    def delete(self, key: ResourceKey) -> None:
+        run = self._run(key)
+        self._tombstone(key).unlink(missing_ok=True)
+        if not run.path.exists():
+            return
+        with self._locked(run):
+            st = read_json(run.status) or {}
+            if run.exists() and not is_terminal(st.get("phase")) and self._alive(run):
+                control = read_json(run.control) or {}
+                control.update(
+                    state=Phase.CANCELLED.value, generation=int(control.get("generation", 0)) + 1
+                )
+                write_json(run.control, control)
+                launcher.signal_supervisor(run, signal.SIGUSR1)
+                deadline = time.monotonic() + self.config.suspend_grace_seconds + 5
+                while self._alive(run) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+                launcher.kill_supervisor(run)
+            self._kill_leftovers(read_json(run.status) or {})
+        shutil.rmtree(run.path, ignore_errors=True)
+
+    def get(self, key: ResourceKey) -> Observed | None:
+        run = self._run(key)
+        if not run.exists():
+            return None
+        st = read_json(run.status)
+        if st is not None and is_terminal(st["phase"]):
+            return None if self._expire(run, key, st) else self._observe(run, key, st)
+        if self._alive(run):
+            return self._observe(run, key, st)
+        with self._locked(run):
+            return self._revive(run, key)
+
+    def list_owned(self, project: str, instance: str) -> list[Observed]:
+        base = self.root / project
+        if not base.is_dir():
+            return []
+        found = []
+        for entry in sorted(base.iterdir()):
+            if entry.name.startswith(".") or not (entry / "manifest.json").exists():
+                continue
+            doc = read_json(entry / "manifest.json") or {}
+            labels = (doc.get("manifest", {}).get("metadata") or {}).get("labels") or {}
+            if (
+                labels.get(LABEL_MANAGED_BY) != MANAGED_BY_VALUE
+                or labels.get(LABEL_INSTANCE) != instance
+            ):
+                continue
+            observed = self.get(ResourceKey.parse(doc["key"]))
+            if observed is not None:
+                found.append(observed)
+        return found
+
+    # -- the CLI's read-only helpers -------------------------------------------------
+    def estimate(self, manifest: dict[str, Any]) -> str:
+        """The cost estimate the plan shows: the rate card times expectedDuration or
+        timeout ("unknown" without either)."""
+        return estimate(manifest, self.config.rates)
+
+    def output_location(self, key: ResourceKey, output_name: str) -> Path:
+        """Where a finished Job's declared output is stored (a Pipeline stage's input)."""
+        return output_path(self.root, key, output_name)
+
+    def events(self, key: ResourceKey) -> list[dict[str, Any]]:
+        return self._run(key).read_events()
+
+    def logs(
+        self, key: ResourceKey, index: int | None = None, follow: bool = False
+    ) -> Iterator[str]:
+        return iter_logs(self.root, key, index, follow)
+
+    def copy_output(
+        self, key: ResourceKey, output_name: str, dest: Path | str
+    ) -> tuple[Path, int, str]:
+        return copy_output(self.root, key, output_name, dest)
+
+    # -- status, recovery and expiry -----------------------------------------------
+    def _observe(self, run: RunDir, key: ResourceKey, st: dict[str, Any] | None = None) -> Observed:
+        doc = read_json(run.manifest)
+        return to_observed(key, doc, st if st is not None else read_json(run.status), self._clock())
+
+    def _expire(self, run: RunDir, key: ResourceKey, st: dict[str, Any]) -> bool:
+        doc = read_json(run.manifest) or {}
+        ttl = ((doc.get("manifest") or {}).get("spec") or {}).get("ttlSecondsAfterFinished")
+        done = st.get("completionTime")
+        if ttl is None or done is None or self._clock() < done + float(ttl):
+            return False
+        stone = self._tombstone(key)
+        stone.parent.mkdir(parents=True, exist_ok=True)
+        write_json(stone, {"idempotencyKey": doc.get("idempotencyKey"), "doc": doc, "status": st})
+        shutil.rmtree(run.path, ignore_errors=True)
+        return True
+
+    @staticmethod
+    def _kill_leftovers(st: dict[str, Any]) -> None:
+        for rec in (st.get("runs") or {}).values():
+            procs.kill_recorded(rec.get("pid"), rec.get("ticks"))
+            if rec.get("cgroup"):
+                limits.remove_cgroup(Path(rec["cgroup"]))
+
+    def _revive(self, run: RunDir, key: ResourceKey) -> Observed:
+        """The supervisor is gone and the Job is not finished (called under the lock)."""
+        st = read_json(run.status)
+        if is_terminal(st["phase"]) or self._alive(run) or not launcher.lock_free(run):
+            return self._observe(run, key, st)
+        doc = read_json(run.manifest)
+        spec = self._parse(doc["manifest"])
+        control = read_json(run.control) or {}
+        decision = recovery.decide(st, spec, control.get("state", spec.state))
+        self._kill_leftovers(st)
+        now = self._clock()
+        if decision.action == "cancel":
+            jobstate.finish(st, Phase.CANCELLED, now, message=decision.message)
+        elif decision.action == "fail":
+            st.update(recoveries=decision.recoveries or st.get("recoveries", 0))
+            jobstate.finish(st, Phase.FAILED, now, decision.reason, decision.message)
+            run.event("Failed", decision.message or "", "Warning", now=now)
+        elif decision.action == "recover":
+            st.update(
+                phase=Phase.RECOVERING.value,
+                recoveries=decision.recoveries,
+                shortRecoveries=decision.short_recoveries,
+                segmentStart=None,
+                lostIndexes=list(decision.lost_indexes),
+                runs={},
+                active=0,
+            )
+            run.event(
+                "CapacityLost",
+                f"the supervisor is gone; recovery {decision.recoveries} "
+                f"of at most {spec.recovery.max_attempts}",
+                "Warning",
+                now=now,
+            )
+        else:
+            st["restarts"] = st.get("restarts", 0) + 1
+            run.event("SupervisorRestarted", "the supervisor is gone; nothing was running", now=now)
+        if decision.action in ("cancel", "fail", "recover", "restart"):
+            write_json(run.status, st)
+        if decision.action in ("recover", "restart"):
+            self._spawn(run)
+        return self._observe(run, key, st)

@@ -1,0 +1,173 @@
+"""One Job's run directory, `root/<project>/<name>/`, and the files in it.
+
+The run directory is the only state of the local backend: the provider and the
+Job's supervisor talk through it, and a restarted reconciler finds everything again by
+reading it. Every JSON file is replaced atomically (write a temporary file, then
+`os.replace`); events are appended one JSON object a line.
+
+    manifest.json    the Job as created (key, idempotency key, manifest, spec hash)
+    settings.json    the resolved backend settings the supervisor runs with
+    status.json      written by the supervisor after every change
+    control.json     written by the provider: desired state, timeout, cost cap
+    supervisor.json  pid and /proc start time of the supervisor process
+    events.jsonl     lifecycle events
+    logs/<index>-<attempt>.log, units/<index>-<attempt>.jsonl
+    outputs/  state/<index>/  work/  source/
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reconciler.identity import ResourceKey
+
+_SEQUENCE = itertools.count()
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+
+
+def write_json(path: Path, data: Any) -> None:
+    """Replace `path` atomically with `data` as JSON."""
+    tmp = path.parent / f".{path.name}.{os.getpid()}.{next(_SEQUENCE)}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(data, f, separators=(",", ":"), sort_keys=True)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def read_json(path: Path) -> Any:
+    """The JSON in `path`, or None when it does not exist."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+def check_name(text: str, what: str) -> str:
+    if not _SAFE_NAME.match(text) or text in (".", ".."):
+        raise ValueError(f"{what} {text!r} cannot name a run directory")
+    return text
+
+
+@dataclass(frozen=True)
+class RunDir:
+    path: Path
+
+    @classmethod
+    def for_key(cls, root: Path, key: ResourceKey) -> RunDir:
+        return cls(Path(root) / check_name(key.project, "project") / check_name(key.name, "name"))
+
+    # files
+    @property
+    def manifest(self) -> Path:
+        return self.path / "manifest.json"
+
+    @property
+    def settings(self) -> Path:
+        return self.path / "settings.json"
+
+    @property
+    def status(self) -> Path:
+        return self.path / "status.json"
+
+    @property
+    def control(self) -> Path:
+        return self.path / "control.json"
+
+    @property
+    def supervisor(self) -> Path:
+        return self.path / "supervisor.json"
+
+    @property
+    def events(self) -> Path:
+        return self.path / "events.jsonl"
+
+    @property
+    def supervisor_lock(self) -> Path:
+        return self.path / "supervisor.lock"
+
+    @property
+    def provider_lock(self) -> Path:
+        return self.path / "provider.lock"
+
+    # directories
+    @property
+    def logs(self) -> Path:
+        return self.path / "logs"
+
+    @property
+    def units(self) -> Path:
+        return self.path / "units"
+
+    @property
+    def outputs(self) -> Path:
+        return self.path / "outputs"
+
+    @property
+    def state(self) -> Path:
+        return self.path / "state"
+
+    @property
+    def work(self) -> Path:
+        return self.path / "work"
+
+    @property
+    def source(self) -> Path:
+        return self.path / "source"
+
+    def state_for(self, index: int) -> Path:
+        return self.state / str(index)
+
+    def log_for(self, index: int, attempt: int) -> Path:
+        return self.logs / f"{index}-{attempt}.log"
+
+    def units_for(self, index: int, attempt: int) -> Path:
+        return self.units / f"{index}-{attempt}.jsonl"
+
+    def make_dirs(self) -> None:
+        for d in (self.logs, self.units, self.outputs, self.state, self.work):
+            d.mkdir(parents=True, exist_ok=True)
+
+    def exists(self) -> bool:
+        return self.manifest.exists()
+
+    def event(
+        self, reason: str, message: str, type_: str = "Normal", now: float | None = None
+    ) -> None:
+        """Append one event; a single write of one line, so concurrent writers interleave
+        whole lines."""
+        line = json.dumps(
+            {
+                "time": time.time() if now is None else now,
+                "type": type_,
+                "reason": reason,
+                "message": message,
+            },
+            separators=(",", ":"),
+        )
+        fd = os.open(self.events, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
+
+    def read_events(self) -> list[dict[str, Any]]:
+        try:
+            text = self.events.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        return [json.loads(line) for line in text.splitlines() if line.strip()]

@@ -1,0 +1,97 @@
+"""The detached supervisor process of one Job:
+`python -m providers.local.supervisor <rundir>` (or `--spare`, pre-started, waiting for
+its run directory on stdin).
+
+It owns the Job's processes and is the only writer of its status: it takes an
+exclusive lock on supervisor.lock (a second supervisor for the same run directory
+exits at once), records its pid and start time, and runs the Job's `JobDriver` until
+the Job is finished, waking on SIGCHLD (a run ended), SIGUSR1 (the provider changed
+control.json) or every poll interval. SIGTERM means the capacity is going away: it
+kills the runs and leaves the status for the provider to recover.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import select
+import signal
+import sys
+import time
+from pathlib import Path
+
+from providers.local import procs
+from providers.local.driver import JobDriver
+from providers.local.rundir import RunDir, write_json
+from reconciler.phases import is_terminal
+
+LOCK_WAIT_SECONDS = 2.0
+
+
+def _lock(run: RunDir) -> int | None:
+    fd = os.open(run.supervisor_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.02)
+
+
+def main(argv: list[str]) -> int:
+    run = RunDir(Path(argv[0]))
+    if _lock(run) is None:
+        print("another supervisor holds this run directory", file=sys.stderr)
+        return 0
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_r, False)
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.signal(signal.SIGUSR1, lambda *_: None)
+    me = {"pid": os.getpid(), "ticks": procs.start_ticks(os.getpid()), "startedAt": time.time()}
+    write_json(run.supervisor, me)
+    sup = JobDriver(run, time.time())
+    sup.st["supervisor"] = me  # status.json alone is enough to find and check it
+
+    def on_term(*_: object) -> None:
+        sup.lost()
+        os._exit(1)
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    while True:
+        now = time.time()
+        sup.tick(now)
+        if is_terminal(sup.phase):
+            return 0
+        select.select([wake_r], [], [], sup.next_wait(time.time()))
+        try:
+            while os.read(wake_r, 4096):
+                pass
+        except BlockingIOError:
+            pass
+
+
+def spare() -> int:
+    """A pre-started supervisor: its imports are done; wait for the run directory on
+    stdin, then become that run's supervisor (end of file: the provider is gone)."""
+    path = sys.stdin.readline().strip()
+    if not path:
+        return 0
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    log = os.open(Path(path) / "supervisor.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(null)
+    os.close(log)
+    return main([path])
+
+
+if __name__ == "__main__":
+    sys.exit(spare() if sys.argv[1:] == ["--spare"] else main(sys.argv[1:]))

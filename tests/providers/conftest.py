@@ -1,0 +1,130 @@
+"""Fixtures for the local backend: a provider over a temporary root, Job manifests
+running the test interpreter, and polling with deadlines (never fixed long sleeps)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from providers.base import Observed, Workload
+from providers.local import procs
+from providers.local.config import LocalConfig
+from providers.local.provider import LocalProvider
+from providers.local.rundir import RunDir, read_json
+from reconciler.identity import LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE, ResourceKey
+from reconciler.phases import is_terminal
+
+PROJECT = "team-a"
+INSTANCE = "test"
+HAS_BWRAP = shutil.which("bwrap") is not None
+
+
+def manifest(
+    name: str, code: str | None = None, *, command: list[str] | None = None, **spec: Any
+) -> dict[str, Any]:
+    cmd = command if command is not None else [sys.executable, "-c", code or "pass"]
+    return {
+        "apiVersion": "nodus.dev/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "labels": {LABEL_MANAGED_BY: MANAGED_BY_VALUE, LABEL_INSTANCE: INSTANCE},
+        },
+        "spec": {"command": cmd, **spec},
+    }
+
+
+class Local:
+    """A provider over `root` plus helpers; `reopen()` is a restarted reconciler."""
+
+    def __init__(self, root: Path, config: LocalConfig):
+        self.root = root
+        self.config = config
+        self.provider = LocalProvider(root, config)
+        self.keys: list[ResourceKey] = []
+
+    def reopen(self, **changes: Any) -> LocalProvider:
+        return LocalProvider(self.root, replace(self.config, **changes))
+
+    def create(
+        self, name: str, code: str | None = None, *, key: str | None = None, **spec: Any
+    ) -> ResourceKey:
+        k = ResourceKey("Job", PROJECT, name)
+        self.keys.append(k)
+        self.provider.create(Workload(k, manifest(name, code, **spec), "hash"), key or f"{name}-1")
+        return k
+
+    def patch(self, k: ResourceKey, **spec_changes: Any) -> Observed:
+        doc = read_json(self.run(k).manifest)
+        m = doc["manifest"]
+        m["spec"].update(spec_changes)
+        return self.provider.patch(Workload(k, m, "hash2"), {"spec": spec_changes})
+
+    def run(self, k: ResourceKey) -> RunDir:
+        return RunDir.for_key(self.root, k)
+
+    def wait(
+        self,
+        k: ResourceKey,
+        until: Callable[[Observed], bool] | str | None = None,
+        timeout: float = 20.0,
+        provider: LocalProvider | None = None,
+    ) -> Observed:
+        """Poll get() until `until` holds (a phase name, a predicate, or terminal)."""
+        provider = provider or self.provider
+        if isinstance(until, str):
+            phase = until
+            until = lambda o: o.phase == phase  # noqa: E731
+        check = until or (lambda o: is_terminal(o.phase))
+        deadline = time.monotonic() + timeout
+        last = None
+        while time.monotonic() < deadline:
+            last = provider.get(k)
+            if last is not None and check(last):
+                return last
+            time.sleep(0.03)
+        events = self.run(k).read_events() if self.run(k).exists() else []
+        raise AssertionError(f"timed out waiting on {k}: last {last}\nevents: {events}")
+
+    def log(self, k: ResourceKey, index: int = 0) -> str:
+        return "\n".join(self.provider.logs(k, index))
+
+    def supervisor_pid(self, k: ResourceKey) -> int:
+        return read_json(self.run(k).supervisor)["pid"]
+
+    def cleanup(self) -> None:
+        for k in self.keys:
+            run = self.run(k)
+            sup = read_json(run.supervisor) or {}
+            procs.kill_recorded(sup.get("pid"), sup.get("ticks"))
+            for rec in ((read_json(run.status) or {}).get("runs") or {}).values():
+                procs.kill_recorded(rec.get("pid"), rec.get("ticks"))
+
+
+@pytest.fixture
+def local_factory(tmp_path: Path) -> Iterator[Callable[..., Local]]:
+    made: list[Local] = []
+
+    def make(**changes: Any) -> Local:
+        # no pre-started supervisors by default: they cost CPU the suite needs
+        config = LocalConfig(suspend_grace_seconds=2.0, detect_gpus=False, poll_seconds=0.05,
+                             prestart_supervisor=False)
+        h = Local(tmp_path / f"root{len(made)}", replace(config, **changes))
+        made.append(h)
+        return h
+
+    yield make
+    for h in made:
+        h.cleanup()
+
+
+@pytest.fixture
+def local(local_factory: Callable[..., Local]) -> Local:
+    return local_factory()

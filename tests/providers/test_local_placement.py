@@ -1,0 +1,160 @@
+"""Where runs go: GPU slots (detected or simulated, one run per slot across Jobs),
+bubblewrap's per-Job /nodus, and source.git checked out at a resolved commit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from providers.local.config import GpuSlot
+from providers.local.gpus import detect
+from reconciler.phases import FIXES
+from tests.providers.conftest import HAS_BWRAP
+
+SHOW_GPU = "import os; print(os.environ['CUDA_VISIBLE_DEVICES'])"
+
+
+def test_unsatisfiable_gpu_waits_queued_then_fails_capacity_unavailable(local_factory):
+    local = local_factory(gpu_slots=[GpuSlot("L4", "24Gi")])
+    k = local.create("big", resources={"gpu": "H100:8"}, placement={"queueTimeout": "1s"})
+    queued = local.provider.get(k)
+    assert queued.phase == "Queued"
+    done = local.wait(k, timeout=10)
+    assert (done.phase, done.reason, done.fix) == (
+        "Failed",
+        "CapacityUnavailable",
+        FIXES["CapacityUnavailable"],
+    )
+    assert "H100 x8" in done.message and done.status["attempts"] == 0
+    events = local.run(k).read_events()
+    assert any(
+        e["reason"] == "WaitingForCapacity" and "no GPU slot" in e["message"] for e in events
+    )
+
+
+def test_simulated_gpu_slot_is_handed_out_with_cuda_visible_devices(local_factory):
+    local = local_factory(
+        gpu_slots=[GpuSlot("L4", "24Gi"), GpuSlot("H100", "80Gi"), GpuSlot("H100", "80Gi")]
+    )
+    one = local.create("one", SHOW_GPU, resources={"gpu": "H100"})
+    two = local.create("two", SHOW_GPU, resources={"gpu": {"type": "H100", "count": 2}})
+    roomy = local.create("roomy", SHOW_GPU, resources={"gpu": {"minMemory": "40Gi"}})
+    exact = local.create("exact", SHOW_GPU, resources={"gpu": "L4!"})
+    for k in (one, two, roomy, exact):
+        assert local.wait(k).phase == "Succeeded", local.log(k)
+    assert local.log(one) in ("1", "2") and local.log(roomy) in ("1", "2")
+    assert local.log(two) == "1,2" and local.log(exact) == "0"
+    gpus = local.provider.get(exact).status["gpus"]
+    assert gpus == [
+        {
+            "id": "sim0",
+            "index": 0,
+            "type": "L4",
+            "memory": 24 << 30,
+            "simulated": True,
+            "name": "L4",
+        }
+    ]
+
+
+def test_a_gpu_slot_holds_one_run_at_a_time_across_jobs(local_factory):
+    local = local_factory(gpu_slots=[GpuSlot("L4")])
+    code = (
+        "import json, time\nt = time.time()\ntime.sleep(0.4)\n"
+        "print(json.dumps([t, time.time()]))"
+    )
+    a = local.create("gpu-a", code, resources={"gpu": "L4"})
+    b = local.create("gpu-b", code, resources={"gpu": "L4"})
+    assert local.wait(a).phase == "Succeeded" and local.wait(b).phase == "Succeeded"
+    spans = sorted(json.loads(local.log(k)) for k in (a, b))
+    assert spans[0][1] <= spans[1][0]  # the second started after the first released the slot
+
+
+@pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap is not installed")
+def test_bubblewrap_gives_each_job_its_own_nodus(local_factory, tmp_path):
+    local = local_factory(use_bubblewrap=True)
+    barrier = tmp_path / "barrier"
+    barrier.mkdir()
+    code = f"""
+import json, os, time
+me = os.environ["NODUS_JOB"]
+open("/nodus/outputs/" + me, "w").write(me)
+open("/nodus/state/" + me, "w").write(me)
+open(os.path.join({str(barrier)!r}, me), "w").close()
+deadline = time.time() + 10
+while len(os.listdir({str(barrier)!r})) < 2 and time.time() < deadline:
+    time.sleep(0.02)
+print(json.dumps({{"outputs": sorted(os.listdir("/nodus/outputs")),
+                  "state": sorted(os.listdir("/nodus/state")),
+                  "root": sorted(os.listdir({str(local.root)!r}))}}))
+"""
+    a = local.create("iso-a", code)
+    b = local.create("iso-b", code)
+    assert local.wait(a).phase == "Succeeded" and local.wait(b).phase == "Succeeded"
+    for k, name in ((a, "iso-a"), (b, "iso-b")):
+        seen = json.loads(local.log(k))
+        assert seen == {"outputs": [name], "state": [name], "root": []}
+        assert (local.run(k).outputs / name).read_text() == name
+
+
+def _git(*args: str, cwd) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@e", *args],
+        cwd=cwd,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+
+
+def test_source_git_is_resolved_to_a_commit_and_checked_out(local, tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _git("init", "-q", "-b", "main", cwd=repo)
+    (repo / "train.py").write_text(
+        "import os; print('training in', os.path.basename(os.getcwd()))\n"
+    )
+    _git("add", ".", cwd=repo)
+    _git("commit", "-q", "-m", "one", cwd=repo)
+    commit = _git("rev-parse", "HEAD", cwd=repo)
+    k = local.create(
+        "from-git",
+        command=[sys.executable, "train.py"],
+        source={"git": {"repo": f"file://{repo}", "ref": "main"}},
+    )
+    done = local.wait(k)
+    assert done.phase == "Succeeded", local.log(k)
+    assert done.status["source"] == {"repo": f"file://{repo}", "ref": "main", "commit": commit}
+    assert local.log(k).startswith("training in")
+    assert not (local.run(k).source / ".git").exists()
+
+    missing = local.create(
+        "no-repo",
+        command=["true"],
+        source={"git": {"repo": str(tmp_path / "nowhere"), "ref": "main"}},
+    )
+    failed = local.wait(missing)
+    assert (failed.phase, failed.reason) == ("Failed", "StorageUnavailable")
+    assert "nowhere" in failed.message and failed.fix
+
+
+def test_gpus_reported_by_nvidia_smi_are_real_slots(local_factory, tmp_path, monkeypatch):
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text(
+        "#!/bin/sh\necho '0, NVIDIA H200, 143771 MiB'\necho '1, NVIDIA L4, 23034 MiB'\n")
+    (fake / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    assert [(s.index, s.type, s.memory, s.simulated) for s in detect()] == [
+        (0, "H200", 143771 << 20, False), (1, "L4", 23034 << 20, False)]
+    local = local_factory(detect_gpus=True, gpu_slots=[GpuSlot("A10")])
+    big = local.create("on-h200", SHOW_GPU, resources={"gpu": "H200"})
+    sim = local.create("on-a10", SHOW_GPU, resources={"gpu": "A10"})
+    assert local.wait(big).phase == "Succeeded" and local.wait(sim).phase == "Succeeded"
+    assert (local.log(big), local.log(sim)) == ("0", "2")
+    assert local.provider.get(big).status["gpus"][0]["simulated"] is False
+    assert local.provider.get(sim).status["gpus"][0]["simulated"] is True
