@@ -58,6 +58,7 @@ class Settings:
     bindings: tuple[Binding, ...] = ()
     providers: dict[str, dict[str, Any]] = field(default_factory=dict)
     checks: dict[str, Any] = field(default_factory=dict)
+    dashboard: dict[str, Any] = field(default_factory=dict)  # token / basicAuth
 
     def binding(self, id: str) -> Binding:
         for b in self.bindings:
@@ -180,6 +181,7 @@ def load_settings(config_file: str | None = None, *, environ: Mapping[str, str] 
         listen=environ.get(f"{ENV_PREFIX}LISTEN") or raw.get("listen", "127.0.0.1:8080"),
         providers=dict(raw.get("providers") or {}),
         checks=dict(raw.get("checks") or {}),
+        dashboard=dict(raw.get("dashboard") or {}),
     )
     found = list(bindings)
     for i, item in enumerate(raw.get("repos") or []):
@@ -207,7 +209,8 @@ def _read_config(path: str) -> dict[str, Any]:
         raise ConfigError(f"{path}{line}: invalid YAML: {getattr(e, 'problem', e)}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the config is a mapping (instance, state, repos, ...)")
-    known = {"instance", "stateDir", "state", "listen", "repos", "providers", "checks"}
+    known = {"instance", "stateDir", "state", "listen", "repos", "providers", "checks",
+             "dashboard"}
     for key in raw:
         if key not in known:
             raise ConfigError(f"{path}: unknown setting {key!r} (known: "

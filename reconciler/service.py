@@ -16,6 +16,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from providers.base import Provider
 from providers.registry import build_provider
 from reconciler.config import Settings
+from reconciler.metrics import MeteredProvider
 from reconciler.sync import BindingSync, SyncReport
 from state.store import Store
 
@@ -41,7 +42,7 @@ class Service:
             name, self.settings.provider_settings(name), self.settings.state_dir))
         for binding in self.settings.bindings:
             if binding.provider not in providers:
-                providers[binding.provider] = factory(binding.provider)
+                providers[binding.provider] = MeteredProvider(factory(binding.provider))
             self.syncs[binding.id] = BindingSync(
                 binding, self.store, providers[binding.provider],
                 instance=self.settings.instance,

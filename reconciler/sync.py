@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from providers.base import Provider
+from reconciler import metrics
 from reconciler.apply import Applier, ApplyContext, ChangeSet
 from reconciler.checks import compose
 from reconciler.checks.poster import CheckPoster, build_writers
@@ -231,6 +232,7 @@ class BindingSync:
             report.result, report.message = "backoff", "waiting before polling again"
             return report
         # 1. Ask the remote where the branch is; fetch only when it moved.
+        started = time.perf_counter()
         try:
             head = self.source.fetch() if force or last_seen is None else (
                 self.source.poll(last_seen) or last_seen)
@@ -242,6 +244,7 @@ class BindingSync:
                                               "failures": self.failures})
             report.result, report.message = "error", str(e)
             return report
+        metrics.observe_fetch(self.binding.id, time.perf_counter() - started)
         self.failures, self.retry_at = 0, 0.0
         self.store.record_poll(self.binding.id, head, None)
         report.commit = head
@@ -297,6 +300,7 @@ class BindingSync:
                 else {"commit": head, "actions": [], "problems": problems}
             summary = report.changes.summary() if report.changes else {}
             self.store.finish_sync(sync_id, report.result, report.message, plan_json, summary)
+            metrics.observe_sync(self.binding.id, report.result, time.perf_counter() - started)
             self.poster.post(compose.sync_check(
                 self.binding.id, self.binding.url, head, self.instance, report.result,
                 report.message, report.problems, report.plan, summary))

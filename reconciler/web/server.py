@@ -1,116 +1,282 @@
-"""The HTTP server of `serve`: the read-only JSON API, health endpoints, and the one
-trigger webhooks use. Reads come from the state store only; nothing here changes state
-except asking for a sync, which only makes the reconciler fetch from Git."""
+"""The HTTP server of `serve`: routing for the dashboard pages, the read-only JSON API,
+health and readiness, `/metrics`, static files, the sync trigger and the webhook receiver.
+
+Reads come from the state store only; nothing here changes state except asking for a
+sync (refresh, webhooks), which only makes the reconciler fetch from Git. Every method
+but GET and HEAD is refused with 405, except on those two POST paths.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import threading
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, unquote, urlsplit
 
+from reconciler import metrics
 from reconciler.errors import ConfigError
-from reconciler.output import resource_object
+from reconciler.web import api, detail, pages, queries
+from reconciler.web.auth import Auth
+from reconciler.web.openapi import SPEC
+from state.engine import redact
 
 if TYPE_CHECKING:
     from reconciler.service import Service
 
+CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+       "object-src 'none'; frame-ancestors 'none'")
+DEFAULT_MAX_HOOK_BYTES = 1 << 20  # hooks.MAX_BODY_BYTES, when that module is missing
+HOOK_HOSTS = ("github", "gitlab", "gitea", "generic")
+STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
+
+_SEG = r"([^/]+)"
+_KEY = rf"{_SEG}/{_SEG}/{_SEG}"
 _REFRESH = re.compile(r"^/api/v1/repos/([a-z0-9-]+)/refresh$")
+_HOOK = re.compile(r"^/hooks/([a-z]+)$")
+log = logging.getLogger("nodus_gitops.web")
 
 
-def _binding_object(service: Service, binding_id: str) -> dict[str, Any]:
-    record = service.store.get_binding(binding_id)
-    last = service.store.last_sync(binding_id)
-    return {
-        "id": binding_id,
-        "url": record.url if record else None,
-        "branch": record.branch if record else None,
-        "path": record.path if record else None,
-        "project": record.project if record else None,
-        "lastSeenCommit": record.last_seen_commit if record else None,
-        "lastAppliedCommit": record.last_applied_commit if record else None,
-        "lastPollAt": record.last_poll_at.isoformat() if record and record.last_poll_at else None,
-        "lastError": record.last_error if record else None,
-        "lastSync": {"commit": last.commit, "result": last.result, "message": last.message,
-                     "finishedAt": last.finished_at.isoformat() if last.finished_at else None}
-        if last else None,
-        "phases": service.store.count_by_phase(binding_id),
-    }
+HTML = "text/html; charset=utf-8"
+JSON = "application/json"
+
+Route = tuple[re.Pattern[str], Callable[..., tuple[int, Any, dict[str, str], str]]]
 
 
-def make_handler(service: Service) -> type[BaseHTTPRequestHandler]:
+def _html(result: bytes | tuple[int, bytes]) -> tuple[int, Any, dict[str, str], str]:
+    status, body = result if isinstance(result, tuple) else (200, result)
+    return status, body, {}, HTML
+
+
+def _json(reply: api.Reply) -> tuple[int, Any, dict[str, str], str]:
+    status, body, headers = reply
+    return status, body, headers, JSON
+
+
+def _routes(s: Service) -> list[Route]:
+    """(pattern, handler(query params, *path groups) -> (status, body, headers, type))."""
+    table: list[tuple[str, Callable[..., tuple[int, Any, dict[str, str], str]]]] = [
+        (r"/", lambda p: _html(pages.overview(s))),
+        (r"/resources", lambda p: _html(pages.resources(s, p))),
+        (rf"/resources/{_KEY}", lambda p, *k: _html(detail.resource_page(s, *k))),
+        (rf"/resources/{_KEY}/logs", lambda p, *k: _html(detail.logs_page(s, *k, p))),
+        (r"/history", lambda p: _html(pages.history(s, p))),
+        (r"/api/v1/openapi.json", lambda p: (200, SPEC, {}, JSON)),
+        (r"/api/v1/repos", lambda p: _json(api.get_repos(s, p))),
+        (r"/api/v1/syncs", lambda p: _json(api.get_syncs(s, p))),
+        (r"/api/v1/syncs/(\d{1,18})", lambda p, i: _json(api.get_sync(s, p, i))),
+        (r"/api/v1/resources", lambda p: _json(api.get_resources(s, p))),
+        (rf"/api/v1/resources/{_KEY}", lambda p, *k: _json(api.get_resource(s, p, *k))),
+        (rf"/api/v1/resources/{_KEY}/logs", lambda p, *k: _json(api.get_logs(s, p, *k))),
+        (r"/api/v1/events", lambda p: _json(api.get_events(s, p))),
+    ]
+    return [(re.compile(f"^{pattern}$"), handler) for pattern, handler in table]
+
+
+def _static_files() -> dict[str, tuple[bytes, str]]:
+    from importlib.resources import files
+
+    folder = files("reconciler.web") / "static"
+    return {entry.name: (entry.read_bytes(), STATIC_TYPES[Path(entry.name).suffix])
+            for entry in folder.iterdir() if Path(entry.name).suffix in STATIC_TYPES}
+
+
+def readiness(service: Service, started: float) -> tuple[int, dict[str, Any]]:
+    """Ready when the store answers and every binding was polled within 3x its interval
+    (a binding not polled yet counts as on time for 3x its interval after start)."""
+    try:
+        records = {b.id: b for b in service.store.list_bindings()}
+    except Exception as exc:  # any driver error: the store is unreachable
+        return 503, {"status": "unavailable", "error": f"state store: {redact(str(exc))}"}
+    now, late = datetime.now(UTC), []
+    for binding_id, sync in service.syncs.items():
+        limit = 3 * sync.binding.interval
+        record = records.get(binding_id)
+        polled = record.last_poll_at if record else None
+        if polled is None and time.monotonic() - started > limit:
+            late.append(f"{binding_id}: not polled yet, {limit:g}s (3x interval) after start")
+        elif polled is not None and (seconds := (now - polled).total_seconds()) > limit:
+            late.append(f"{binding_id}: last polled {seconds:.0f}s ago, more than {limit:g}s "
+                        "(3x interval)")
+    if late:
+        return 503, {"status": "not ready", "reasons": late}
+    return 200, {"status": "ready"}
+
+
+def gauges(service: Service) -> list[metrics.Gauge]:
+    totals = queries.totals(service.store)
+    costs = totals.cost_by_binding()
+    return [
+        metrics.Gauge("nodus_gitops_resources", "Managed resources by kind and phase.",
+                      [({"kind": k, "phase": p}, n) for k, p, n in totals.by_kind_phase()]),
+        metrics.Gauge("nodus_gitops_cost_usd_total", "Recorded cost of a binding's resources.",
+                      [({"binding": b}, float(costs.get(b, 0)))
+                       for b in sorted(set(service.syncs) | set(costs))]),
+    ]
+
+
+def make_handler(service: Service, auth: Auth | None = None,
+                 started: float | None = None) -> type[BaseHTTPRequestHandler]:
+    routes = _routes(service)
+    static = _static_files()
+    started = time.monotonic() if started is None else started
+
     class Handler(BaseHTTPRequestHandler):
         server_version = "nodus-gitops"
+        protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True  # headers and body go out at once, no ACK stall
 
         def log_message(self, format: str, *args: Any) -> None:  # quiet: the service logs
             pass
 
-        def _json(self, status: int, body: Any) -> None:
-            data = json.dumps(body, default=str).encode()
+        def __getattr__(self, name: str) -> Any:  # any other method: 405, not 501
+            if name.startswith("do_"):
+                return self._not_allowed
+            raise AttributeError(name)
+
+        def _send(self, status: int, body: Any, content_type: str = JSON,
+                  headers: dict[str, str] | None = None) -> None:
+            if isinstance(body, str):
+                data = body.encode()
+            elif isinstance(body, bytes):
+                data = body
+            else:
+                data = json.dumps(body, default=str).encode()
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
+            self.send_header("Content-Security-Policy", CSP)
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.send_header("X-Frame-Options", "DENY")
+            self.send_header("Referrer-Policy", "no-referrer")
+            if "Cache-Control" not in (headers or {}):
+                self.send_header("Cache-Control", "no-store")
+            for name, value in (headers or {}).items():
+                self.send_header(name, value)
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(data)
 
+        def _not_allowed(self, allow: str = "GET, HEAD") -> None:
+            self.close_connection = True  # a body we did not read may follow
+            self._send(405, {"error": "this API is read-only"}, headers={"Allow": allow})
+
+        def _authorized(self) -> bool:
+            if auth is None or auth.allows(self.headers.get("Authorization")):
+                return True
+            self._send(401, {"error": "authentication required"},
+                       headers={"WWW-Authenticate": auth.challenge})
+            return False
+
         def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0].rstrip("/") or "/"
+            try:
+                self._get()
+            except ValueError as exc:  # a bad query parameter
+                self._send(400, {"error": str(exc)})
+            except Exception:  # a bug or a store error: answer, log, keep serving
+                log.exception("request failed", extra={"path": self.path})
+                self._send(500, {"error": "internal error; see the service log"})
+
+        def _get(self) -> None:
+            parts = urlsplit(self.path)
+            path = parts.path.rstrip("/") or "/"
             if path == "/healthz":
-                return self._json(200, {"status": "ok"})
+                return self._send(200, {"status": "ok"})
             if path == "/readyz":
-                try:
-                    service.store.list_bindings()
-                except Exception as e:  # the store is unreachable: not ready
-                    return self._json(503, {"status": "unavailable", "error": str(e)})
-                return self._json(200, {"status": "ready"})
-            if path == "/api/v1/repos":
-                return self._json(200, [_binding_object(service, b) for b in service.syncs])
-            if path == "/api/v1/resources":
-                return self._json(200, [resource_object(r)
-                                        for r in service.store.list_inventory()])
-            if path == "/api/v1/syncs":
-                return self._json(200, [
-                    {"id": s.id, "binding": s.binding_id, "commit": s.commit,
-                     "result": s.result, "message": s.message, "summary": s.summary,
-                     "startedAt": s.started_at, "finishedAt": s.finished_at}
-                    for s in service.store.list_syncs()])
-            return self._json(404, {"error": f"no such endpoint: {path}"})
+                return self._send(*readiness(service, started))
+            if not self._authorized():
+                return None
+            if path == "/metrics":
+                return self._send(200, metrics.render(gauges(service)), metrics.CONTENT_TYPE)
+            if path.startswith("/static/"):
+                found = static.get(path.removeprefix("/static/"))
+                if found is None:
+                    return self._send(404, {"error": f"no such file: {path}"})
+                return self._send(200, found[0], found[1], {"Cache-Control": "no-cache"})
+            if _REFRESH.match(path) or _HOOK.match(path):
+                return self._not_allowed("POST")
+            for pattern, handler in routes:
+                match = pattern.match(path)
+                if match is not None:
+                    status, body, headers, content_type = handler(
+                        parse_qs(parts.query), *(unquote(g) for g in match.groups()))
+                    return self._send(status, body, content_type, headers)
+            return self._send(404, {"error": f"no such endpoint: {path}"})
 
         do_HEAD = do_GET
 
         def do_POST(self) -> None:
-            match = _REFRESH.match(self.path.split("?", 1)[0])
+            path = urlsplit(self.path).path
+            self.close_connection = True
+            hook = _HOOK.match(path)
+            if hook and hook.group(1) in HOOK_HOSTS:
+                try:
+                    return self._hook(hook.group(1))
+                except Exception:  # a bug in a hook handler: answer, log, keep serving
+                    log.exception("webhook failed", extra={"path": path})
+                    return self._send(500, {"error": "internal error; see the service log"})
+            match = _REFRESH.match(path)
             if match is None:
-                return self._json(405, {"error": "this API is read-only"})
+                return self._not_allowed()
+            if not self._authorized():
+                return None
             if not service.trigger(match.group(1)):
-                return self._json(404, {"error": f"no repo binding {match.group(1)!r}"})
-            return self._json(HTTPStatus.ACCEPTED, {"status": "sync requested"})
+                return self._send(404, {"error": f"no repo binding {match.group(1)!r}"})
+            return self._send(HTTPStatus.ACCEPTED, {"status": "sync requested"})
 
-        def _read_only(self) -> None:
-            self._json(405, {"error": "this API is read-only"})
-
-        do_PUT = do_PATCH = do_DELETE = _read_only
+        def _hook(self, host: str) -> None:
+            try:
+                from reconciler.web import hooks
+            except ImportError as exc:
+                hooks, missing = None, str(exc)
+            limit = getattr(hooks, "MAX_BODY_BYTES", DEFAULT_MAX_HOOK_BYTES)
+            length = self.headers.get("Content-Length", "")
+            if self.headers.get("Transfer-Encoding") or not length.strip().isdigit():
+                return self._send(411, {"error": "a webhook needs a Content-Length"})
+            if int(length) > limit:
+                return self._send(413, {"error": f"webhook body over {limit} bytes"})
+            if hooks is None:
+                return self._send(503, {"error": f"webhooks are not available: {missing}"})
+            body = self.rfile.read(int(length))
+            secrets = (service.settings.checks or {}).get("webhooks", {})
+            status, reply = hooks.handle(service, host, self.headers, body, secrets)
+            return self._send(status, reply)
 
     return Handler
 
 
+class Stop:
+    """Stops the server when called; `address` is the (host, port) it listens on."""
+
+    def __init__(self, server: ThreadingHTTPServer) -> None:
+        self._server = server
+        self.address: tuple[str, int] = server.server_address[:2]  # type: ignore[assignment]
+
+    def __call__(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
 def start_server(service: Service, listen: str) -> Callable[[], None]:
-    """Serve in a background thread; returns the function that stops it."""
+    """Serve in a background thread; returns the function that stops it (a `Stop`, whose
+    `address` gives the port when `listen` asked for port 0)."""
+    auth = Auth.from_config(getattr(service.settings, "dashboard", None) or {})
     host, _, port = listen.rpartition(":")
     try:
-        server = ThreadingHTTPServer((host or "127.0.0.1", int(port)), make_handler(service))
+        server = ThreadingHTTPServer((host or "127.0.0.1", int(port)),
+                                     make_handler(service, auth))
     except (OSError, ValueError) as e:
         raise ConfigError(f"--listen {listen}: {e}") from None
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True, name="http")
-    thread.start()
-
-    def stop() -> None:
-        server.shutdown()
-        server.server_close()
-
-    return stop
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True,
+                     name="http").start()
+    return Stop(server)

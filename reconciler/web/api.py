@@ -1,0 +1,203 @@
+"""The JSON API (`/api/v1/...`): the objects the dashboard and scripts read. Resources are
+the same objects `get -o json` prints (`reconciler.output.resource_object`), with
+secret-looking environment values masked. Each handler takes the service and the parsed
+query and returns `(status, body, headers)`."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from reconciler.errors import NotFoundError
+from reconciler.identity import ResourceKey
+from reconciler.output import resource_object
+from reconciler.source import redact
+from reconciler.web import logs, queries
+from reconciler.web.html import with_query
+from reconciler.web.redact import mask
+from state.records import BindingRecord, CheckRecordValue, EventRecord, SyncRecord
+
+if TYPE_CHECKING:
+    from reconciler.service import Service
+
+Params = dict[str, list[str]]
+Reply = tuple[int, Any, dict[str, str]]
+
+# Where a commit's page is, by host: known hosts, then `github.*`, `gitlab.*`, `gitea.*`.
+_COMMIT_PATH = {"github.com": "/commit/", "gitlab.com": "/-/commit/", "gitea.com": "/commit/",
+                "codeberg.org": "/commit/", "github": "/commit/", "gitlab": "/-/commit/",
+                "gitea": "/commit/"}
+_SHA = re.compile(r"^[0-9a-f]{7,64}$")
+
+
+def commit_url(repo_url: str | None, sha: str | None) -> str | None:
+    """The web page of `sha` when `repo_url` is an https URL of a GitHub, GitLab or Gitea
+    host; None otherwise (other hosts, ssh and file URLs)."""
+    if not repo_url or not sha or not _SHA.match(sha):
+        return None
+    parts = urlsplit(repo_url)
+    host = (parts.hostname or "").lower()
+    commit_path = _COMMIT_PATH.get(host) or _COMMIT_PATH.get(host.split(".", 1)[0])
+    repo_path = parts.path.rstrip("/").removesuffix(".git")
+    if parts.scheme != "https" or commit_path is None or repo_path.count("/") < 2:
+        return None
+    return f"https://{parts.netloc.rpartition('@')[2]}{repo_path}{commit_path}{sha}"
+
+
+def _iso(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _one(params: Params, name: str) -> str | None:
+    values = params.get(name) or []
+    return values[-1] if values else None
+
+
+def _limit(params: Params, default: int, most: int) -> int:
+    text = _one(params, "limit") or str(default)
+    if not text.isdigit() or not 1 <= int(text) <= most:
+        raise ValueError(f"limit: a whole number from 1 to {most}")
+    return int(text)
+
+
+def resource(r: Any) -> dict[str, Any]:
+    out = resource_object(r)
+    out["status"] = mask(out["status"])
+    return out
+
+
+def binding_object(service: Service, record: BindingRecord | None, binding_id: str,
+                   counts: dict[str, int], cost: Any,
+                   last: SyncRecord | None) -> dict[str, Any]:
+    sync = service.syncs.get(binding_id)
+    url = record.url if record else (sync.binding.url if sync else None)
+    return {
+        "id": binding_id,
+        "url": redact(url) if url else None,
+        "branch": record.branch if record else None,
+        "path": record.path if record else None,
+        "project": record.project if record else None,
+        "interval": sync.binding.interval if sync else None,
+        "lastSeenCommit": record.last_seen_commit if record else None,
+        "lastAppliedCommit": record.last_applied_commit if record else None,
+        "lastPollAt": _iso(record.last_poll_at) if record else None,
+        "lastError": record.last_error if record else None,
+        "lastSync": {"id": last.id, "commit": last.commit, "result": last.result,
+                     "message": last.message, "finishedAt": _iso(last.finished_at)}
+        if last else None,
+        "phases": counts,
+        "costUSD": f"{cost:.2f}",
+    }
+
+
+def repos(service: Service) -> list[dict[str, Any]]:
+    store = service.store
+    records = {b.id: b for b in store.list_bindings()}
+    totals = queries.totals(store)
+    counts, costs = totals.phases_by_binding(), totals.cost_by_binding()
+    return [binding_object(service, records.get(b), b, counts.get(b, {}), costs.get(b, 0),
+                           store.last_sync(b)) for b in service.syncs]
+
+
+def sync_object(s: SyncRecord, detail: bool = False) -> dict[str, Any]:
+    out = {"id": s.id, "binding": s.binding_id, "commit": s.commit, "result": s.result,
+           "message": s.message, "summary": s.summary, "startedAt": _iso(s.started_at),
+           "finishedAt": _iso(s.finished_at)}
+    if detail:
+        out["plan"] = s.plan
+    return out
+
+
+def check_object(c: CheckRecordValue) -> dict[str, Any]:
+    return {"context": c.context, "state": c.state, "summary": c.summary,
+            "target": c.target, "postedAt": _iso(c.posted_at)}
+
+
+def event_object(e: EventRecord) -> dict[str, Any]:
+    return {"id": e.id, "kind": e.key.kind, "project": e.key.project, "name": e.key.name,
+            "at": _iso(e.at), "type": e.type, "reason": e.reason, "message": e.message}
+
+
+# -- handlers ---------------------------------------------------------------------------
+
+
+def get_repos(service: Service, params: Params) -> Reply:
+    return 200, repos(service), {}
+
+
+def get_syncs(service: Service, params: Params) -> Reply:
+    syncs = service.store.list_syncs(_one(params, "repo"), limit=_limit(params, 50, 500))
+    return 200, [sync_object(s) for s in syncs], {}
+
+
+def get_sync(service: Service, params: Params, sync_id: str) -> Reply:
+    s = service.store.get_sync(int(sync_id))
+    if s is None:
+        return 404, {"error": f"no sync {sync_id}"}, {}
+    body = sync_object(s, detail=True)
+    body["checks"] = [check_object(c) for c in service.store.list_checks(commit=s.commit,
+                                                                          binding_id=s.binding_id)]
+    return 200, body, {}
+
+
+def get_resources(service: Service, params: Params) -> Reply:
+    q = queries.ResourceQuery.from_params(params)
+    records, total = queries.resources_page(service.store, q)
+    headers = {"X-Total-Count": str(total), "X-Page": str(q.page),
+               "X-Page-Size": str(q.page_size)}
+    links = []
+    if q.page * q.page_size < total:
+        links.append(f'<{with_query("/api/v1/resources", q.params(page=q.page + 1))}>; '
+                     'rel="next"')
+    if q.page > 1:
+        links.append(f'<{with_query("/api/v1/resources", q.params(page=q.page - 1))}>; '
+                     'rel="prev"')
+    if links:
+        headers["Link"] = ", ".join(links)
+    return 200, [resource(r) for r in records], headers
+
+
+def get_resource(service: Service, params: Params, kind: str, project: str,
+                 name: str) -> Reply:
+    r = service.store.get_resource(ResourceKey(kind, project, name))
+    if r is None:
+        return 404, {"error": f"no resource {kind}/{project}/{name}"}, {}
+    body = resource(r)
+    body.update({"binding": r.binding_id, "deleted": r.deleted, "updatedAt": _iso(r.updated_at),
+                 "manifest": mask(r.manifest),
+                 "events": [event_object(e) for e in service.store.list_events(r.key, 50)]})
+    return 200, body, {}
+
+
+def get_events(service: Service, params: Params) -> Reply:
+    parts = [_one(params, n) for n in ("kind", "project", "name")]
+    if any(parts) and not all(parts):
+        raise ValueError("kind, project and name: give all three, or none")
+    key = ResourceKey(*parts) if all(parts) else None  # type: ignore[arg-type]
+    events = service.store.list_events(key, limit=_limit(params, 100, 1000))
+    return 200, [event_object(e) for e in events], {}
+
+
+def get_logs(service: Service, params: Params, kind: str, project: str, name: str) -> Reply:
+    r = service.store.get_resource(ResourceKey(kind, project, name))
+    if r is None:
+        return 404, {"error": f"no resource {kind}/{project}/{name}"}, {}
+    jobs = logs.child_jobs(r)
+    job = _one(params, "job") or (jobs[0] if jobs else name)
+    if job not in jobs:
+        return 404, {"error": f"{job!r} is not a Job of {kind}/{name}"}, {}
+    root = logs.local_root(service, r)
+    if root is None:
+        return 404, {"error": f"{kind}/{name} runs on a backend whose logs are not read "
+                              "here"}, {}
+    index_text = _one(params, "index") or "0"
+    tail_text = _one(params, "tail") or str(logs.DEFAULT_TAIL)
+    if not index_text.isdigit() or not tail_text.isdigit():
+        raise ValueError("index and tail: whole numbers")
+    try:
+        body = logs.tail(root, ResourceKey("Job", project, job), int(index_text),
+                         int(tail_text))
+    except NotFoundError as exc:
+        return 404, {"error": str(exc)}, {}
+    return 200, body, {}

@@ -1,0 +1,239 @@
+"""The page of one resource: its phase, reason and fix, source file and commit, manifest
+(secret-looking values masked), status, conditions and events; for a Job its attempts,
+outputs and log tails; for a Pipeline the stage graph and table; for a Sweep the cells,
+the best cells and the cost/throughput chart. Also the log page of a stage or cell Job."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from reconciler.errors import NotFoundError
+from reconciler.identity import ResourceKey
+from reconciler.output import money
+from reconciler.source import redact
+from reconciler.web import logs, svg
+from reconciler.web.html import (
+    Safe,
+    definition_list,
+    esc,
+    layout,
+    path,
+    phase_badge,
+    table,
+    tag,
+    with_query,
+)
+from reconciler.web.pages import commit_link, now_text, when
+from reconciler.web.redact import mask
+from state.records import InventoryRecord
+
+if TYPE_CHECKING:
+    from reconciler.service import Service
+
+MAX_LOG_INDEXES = 8
+
+
+def _yaml(value: Any) -> Safe:
+    text = yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=False)
+    return tag("pre", tag("code", text), class_="yaml")
+
+
+def _size(n: Any) -> str:
+    if not isinstance(n, int):
+        return "-"
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{n} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def _api(r: InventoryRecord) -> str:
+    return "/api/v1" + path("resources", r.key.kind, r.key.project, r.key.name)
+
+
+def _logs_page(r: InventoryRecord, job: str) -> str:
+    return with_query(path("resources", r.key.kind, r.key.project, r.key.name, "logs"),
+                      {"job": job})
+
+
+def _conditions(status: dict[str, Any]) -> Safe:
+    rows = [tag("tr", tag("td", c.get("type")), tag("td", c.get("status")),
+                tag("td", c.get("reason")), tag("td", c.get("message")),
+                tag("td", c.get("lastTransitionTime")))
+            for c in status.get("conditions") or [] if isinstance(c, dict)]
+    if not rows:
+        return tag("p", "none", class_="muted")
+    return table(["Type", "Status", "Reason", "Message", "Since"], rows, class_="conditions")
+
+
+def _events(service: Service, key: ResourceKey) -> Safe:
+    events = service.store.list_events(key, limit=50)
+    items = [tag("li", when(e.at), " ", tag("span", e.type, class_=f"event-{e.type.lower()}"),
+                 " ", tag("strong", e.reason), " ", tag("span", e.message, class_="message"),
+                 class_="event")
+             for e in events]
+    return tag("ol", *items, class_="timeline", data_field="events") if items else tag(
+        "p", "none", class_="muted", data_field="events")
+
+
+def _stages(r: InventoryRecord, status: dict[str, Any]) -> Safe:
+    rows = [tag("tr",
+                tag("td", s.get("name")), tag("td", tag("a", s.get("job"),
+                                                        href=_logs_page(r, s.get("job", "")))),
+                tag("td", phase_badge(s.get("phase"))), tag("td", money(s.get("costUSD")),
+                                                            class_="num", data_field="cost"),
+                tag("td", s.get("startTime") or "-"), tag("td", s.get("completionTime") or "-"),
+                tag("td", s.get("reason") or "", data_field="reason"),
+                data_stage=s.get("name"))
+            for s in status.get("stages") or [] if isinstance(s, dict)]
+    return table(["Stage", "Job (logs)", "Phase", "Cost", "Started", "Finished", "Reason"],
+                 rows, class_="stages")
+
+
+def _pipeline(r: InventoryRecord, status: dict[str, Any]) -> list[Safe]:
+    graph = svg.pipeline_graph(r.manifest.get("spec") or {}, status)
+    return [tag("h2", "Stages"),
+            tag("div", tag("figure", graph, class_="graph"), _stages(r, status),
+                class_="side-by-side")]
+
+
+def _params(params: Any) -> str:
+    if not isinstance(params, dict) or not params:
+        return "-"
+    return ", ".join(f"{k}={v}" for k, v in params.items())
+
+
+def _sweep(r: InventoryRecord, status: dict[str, Any]) -> list[Safe]:
+    best = status.get("best") or {}
+    rows = []
+    for c in status.get("cells") or []:
+        if not isinstance(c, dict):
+            continue
+        marks = []
+        if c.get("index") == best.get("byCost"):
+            marks.append(tag("span", "best cost", class_="mark best-cost"))
+        if c.get("index") == best.get("byThroughput"):
+            marks.append(tag("span", "best throughput", class_="mark best-throughput"))
+        rows.append(tag(
+            "tr", tag("td", c.get("index")),
+            tag("td", tag("a", c.get("job"), href=_logs_page(r, c.get("job", "")))),
+            tag("td", c.get("gpu") or "-"), tag("td", c.get("region") or "-"),
+            tag("td", _params(c.get("params"))), tag("td", phase_badge(c.get("phase"))),
+            tag("td", money(c.get("costUSD")), class_="num", data_field="cost"),
+            tag("td", c.get("wallSeconds") if c.get("wallSeconds") is not None else "-",
+                class_="num"),
+            tag("td", c.get("unitsPerSecond") if c.get("unitsPerSecond") is not None else "-",
+                class_="num"),
+            tag("td", *marks), data_cell=c.get("index"),
+            class_="best" if marks else None))
+    chart, left_out = svg.sweep_chart(status)
+    caption = f"{left_out} cells without cost or throughput are not plotted" if left_out else ""
+    best_text = f"cheapest: cell {best.get('byCost', '-')}, fastest: cell " \
+                f"{best.get('byThroughput', '-')}"
+    return [tag("h2", "Cells"), tag("p", best_text, class_="best-summary"),
+            table(["#", "Job (logs)", "GPU", "Region", "Params", "Phase", "Cost", "Wall s",
+                   "Units/s", "Best"], rows, class_="cells"),
+            tag("h2", "Cost against throughput"),
+            tag("figure", chart or tag("p", "no cell has reported throughput yet",
+                                       class_="muted"),
+                tag("figcaption", caption), class_="chart")]
+
+
+def _log_blocks(service: Service, r: InventoryRecord, job: str) -> list[Safe]:
+    root = logs.local_root(service, r)
+    if root is None:
+        return [tag("p", "Logs of this backend are not read by the dashboard.", class_="muted")]
+    key = ResourceKey("Job", r.key.project, job)
+    count = logs.indexes(root, key)
+    blocks = []
+    for index in range(min(count, MAX_LOG_INDEXES)):
+        url = with_query(_api(r) + "/logs", {"job": job if job != r.key.name else None,
+                                             "index": index, "tail": logs.DEFAULT_TAIL})
+        try:
+            tail = logs.tail(root, key, index, logs.DEFAULT_TAIL)
+            text, attempt = "\n".join(tail["lines"]), tail["attempt"]
+        except NotFoundError as exc:
+            text, attempt = str(exc), None
+        blocks.append(tag("h3", f"{job} · index {index}",
+                          f" · attempt {attempt}" if attempt is not None else ""))
+        blocks.append(tag("pre", text, class_="log", data_logs=url))
+    if count > MAX_LOG_INDEXES:
+        blocks.append(tag("p", f"{count - MAX_LOG_INDEXES} more indexes: read them with "
+                               "`nodus-gitops logs`", class_="muted"))
+    return blocks
+
+
+def _job(service: Service, r: InventoryRecord, status: dict[str, Any]) -> list[Safe]:
+    runs = [("Attempts", status.get("attempts", "-")),
+            ("Succeeded / failed / active", f"{status.get('succeeded', 0)} / "
+                                            f"{status.get('failed', 0)} / "
+                                            f"{status.get('active', 0)}"),
+            ("Completed indexes", status.get("completedIndexes") or "-"),
+            ("Recoveries", status.get("recoveries", 0)),
+            ("Started", status.get("startTime") or "-"),
+            ("Completed", status.get("completionTime") or "-")]
+    outputs = status.get("outputs") or {}
+    rows = [tag("tr", tag("td", name), tag("td", tag("code", o.get("path"))),
+                tag("td", o.get("type") or "file"), tag("td", _size(o.get("size")),
+                                                        class_="num"),
+                tag("td", tag("code", o.get("sha256"), class_="sha")))
+            for name, o in outputs.items() if isinstance(o, dict)]
+    return [tag("h2", "Runs"), definition_list(runs), tag("h2", "Outputs"),
+            table(["Name", "Path", "Type", "Size", "SHA-256"], rows, class_="outputs")
+            if rows else tag("p", "none stored (outputs are stored when the Job succeeds)",
+                             class_="muted"),
+            tag("h2", "Logs"), *_log_blocks(service, r, r.key.name)]
+
+
+def resource_page(service: Service, kind: str, project: str, name: str) -> tuple[int, bytes]:
+    r = service.store.get_resource(ResourceKey(kind, project, name))
+    if r is None:
+        return 404, layout("Not found", tag("p", f"No resource {kind}/{project}/{name}."))
+    status = mask(r.status or {})
+    binding = service.store.get_binding(r.binding_id)
+    repo_url = redact(binding.url) if binding else None
+    facts = [("Phase", phase_badge(r.phase)),
+             ("Reason", tag("span", r.reason or "-", data_field="reason")),
+             ("Message", tag("span", r.message or "-", data_field="message")),
+             ("Fix", tag("span", r.fix or "-", data_field="fix", class_="fix" if r.fix else None)),
+             ("Cost", tag("span", money(r.cost_usd), data_field="cost")),
+             ("Project", r.key.project), ("Repo", r.binding_id),
+             ("Source", Safe(tag("code", r.source_file or "-") + esc(" @ ")
+                             + commit_link(repo_url, r.source_commit))),
+             ("Created", when(r.created_at)), ("Finished", when(r.finished_at)),
+             ("Updated", when(r.updated_at))]
+    if r.deleted:
+        facts.append(("Gone", "the backend no longer has it (finished and removed)"))
+    body: list[Any] = [definition_list(facts)]
+    if kind == "Pipeline":
+        body += _pipeline(r, status)
+    elif kind == "Sweep":
+        body += _sweep(r, status)
+    else:
+        body += _job(service, r, status)
+    body += [tag("h2", "Conditions"), _conditions(status),
+             tag("h2", "Events"), _events(service, r.key),
+             tag("h2", "Manifest"),
+             tag("p", "from ", tag("code", r.source_file or "-"), " at ",
+                 commit_link(repo_url, r.source_commit), class_="muted"),
+             _yaml(mask(r.manifest)),
+             tag("details", tag("summary", "Status"), _yaml(status))]
+    title = f"{kind} {name}"
+    return 200, layout(title, body, active="resources", page=f"resource {kind.lower()}",
+                       poll=_api(r), generated=now_text())
+
+
+def logs_page(service: Service, kind: str, project: str, name: str,
+              params: dict[str, list[str]]) -> tuple[int, bytes]:
+    r = service.store.get_resource(ResourceKey(kind, project, name))
+    job = (params.get("job") or [None])[-1]
+    if r is None or (job or name) not in logs.child_jobs(r):
+        return 404, layout("Not found", tag("p", f"No Job {job or name} of {kind}/{name}."))
+    job = job or name
+    back = tag("p", tag("a", f"← {kind} {name}", href=path("resources", kind, project, name)))
+    return 200, layout(f"Logs of {job}", [back, *_log_blocks(service, r, job)],
+                       active="resources", page="logs", poll=_api(r), generated=now_text())

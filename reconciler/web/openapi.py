@@ -1,0 +1,135 @@
+"""The OpenAPI 3.1 description of the JSON API, served at `/api/v1/openapi.json`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from reconciler.web.queries import MAX_PAGE_SIZE, PAGE_SIZE, SORT_KEYS
+
+
+def _q(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"name": name, "in": "query", "required": False, "description": description,
+            "schema": schema or {"type": "string"}}
+
+
+def _p(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _ok(description: str, schema: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"200": {"description": description,
+                    "content": {"application/json": {"schema": schema}}, **extra},
+            "404": {"$ref": "#/components/responses/NotFound"}}
+
+
+def _ref(name: str) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _list(name: str) -> dict[str, Any]:
+    return {"type": "array", "items": _ref(name)}
+
+
+_NULLABLE_STR = {"type": ["string", "null"]}
+_TIME = {"type": ["string", "null"], "format": "date-time"}
+_KEY = [_p("kind"), _p("project"), _p("name")]
+_RESOURCE_FILTERS = [
+    _q("repo", "binding id"), _q("kind", "Job, Pipeline or Sweep"),
+    _q("phase", "one phase or several, comma-separated; Unknown for none yet"),
+    _q("project", "project"), _q("name", "substring of the name"),
+    _q("sort", f"one of {', '.join(SORT_KEYS)}; prefix '-' for descending"),
+    _q("page", "page number, from 1", {"type": "integer", "minimum": 1}),
+    _q("pageSize", f"resources a page (default {PAGE_SIZE})",
+       {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE}),
+]
+
+SCHEMAS: dict[str, Any] = {
+    "Error": {"type": "object", "properties": {"error": {"type": "string"}},
+              "required": ["error"]},
+    "Repo": {"type": "object", "required": ["id", "phases", "costUSD"], "properties": {
+        "id": {"type": "string"}, "url": _NULLABLE_STR, "branch": _NULLABLE_STR,
+        "path": _NULLABLE_STR, "project": _NULLABLE_STR, "interval": {"type": ["number", "null"]},
+        "lastSeenCommit": _NULLABLE_STR, "lastAppliedCommit": _NULLABLE_STR,
+        "lastPollAt": _TIME, "lastError": _NULLABLE_STR,
+        "lastSync": {"type": ["object", "null"]},
+        "phases": {"type": "object", "additionalProperties": {"type": "integer"}},
+        "costUSD": {"type": "string"}}},
+    "Sync": {"type": "object", "required": ["id", "binding", "commit", "result"], "properties": {
+        "id": {"type": "integer"}, "binding": {"type": "string"}, "commit": {"type": "string"},
+        "result": {"enum": ["pending", "applied", "noop", "invalid", "blocked", "partial",
+                            "error"]},
+        "message": {"type": "string"}, "summary": {"type": "object"}, "startedAt": _TIME,
+        "finishedAt": _TIME, "plan": {"type": "object"},
+        "checks": {"type": "array", "items": {"type": "object"}}}},
+    "Resource": {"type": "object", "required": ["kind", "name", "project", "status"],
+                 "description": "The object `nodus-gitops get -o json` prints.", "properties": {
+        "kind": {"enum": ["Job", "Pipeline", "Sweep"]}, "name": {"type": "string"},
+        "project": {"type": "string"}, "phase": _NULLABLE_STR, "reason": _NULLABLE_STR,
+        "message": _NULLABLE_STR, "fix": _NULLABLE_STR, "costUSD": {"type": "string"},
+        "sourceCommit": _NULLABLE_STR, "file": _NULLABLE_STR, "specHash": {"type": "string"},
+        "createdAt": _TIME, "finishedAt": _TIME, "status": {"type": "object"}}},
+    "ResourceDetail": {"allOf": [_ref("Resource"), {"type": "object", "properties": {
+        "binding": {"type": "string"}, "deleted": {"type": "boolean"}, "updatedAt": _TIME,
+        "manifest": {"type": "object"}, "events": _list("Event")}}]},
+    "Event": {"type": "object", "properties": {
+        "id": {"type": "integer"}, "kind": {"type": "string"}, "project": {"type": "string"},
+        "name": {"type": "string"}, "at": _TIME, "type": {"enum": ["Normal", "Warning"]},
+        "reason": {"type": "string"}, "message": {"type": "string"}}},
+    "Logs": {"type": "object", "properties": {
+        "job": {"type": "string"}, "index": {"type": "integer"}, "indexes": {"type": "integer"},
+        "attempt": {"type": ["integer", "null"]}, "attempts": {"type": "array"},
+        "phase": _NULLABLE_STR, "lines": {"type": "array", "items": {"type": "string"}},
+        "truncated": {"type": "boolean"}}},
+}
+
+_PAGED_HEADERS = {"headers": {
+    "X-Total-Count": {"schema": {"type": "integer"}, "description": "resources matching"},
+    "Link": {"schema": {"type": "string"}, "description": "rel=next / rel=prev pages"}}}
+
+SPEC: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {"title": "nodus-gitops dashboard API", "version": "1",
+             "description": "Read-only: every method but GET and HEAD is refused (405), "
+                            "except asking for a sync and receiving webhooks."},
+    "paths": {
+        "/api/v1/repos": {"get": {"summary": "Repo bindings and where they stand",
+                                  "responses": _ok("bindings", _list("Repo"))}},
+        "/api/v1/repos/{id}/refresh": {"post": {
+            "summary": "Ask for a sync of one binding now", "parameters": [_p("id")],
+            "responses": {"202": {"description": "sync requested"},
+                          "404": {"$ref": "#/components/responses/NotFound"}}}},
+        "/api/v1/syncs": {"get": {
+            "summary": "Syncs, newest first",
+            "parameters": [_q("repo", "binding id"),
+                           _q("limit", "at most (default 50)", {"type": "integer"})],
+            "responses": _ok("syncs", _list("Sync"))}},
+        "/api/v1/syncs/{id}": {"get": {
+            "summary": "One sync with its plan and the checks posted for its commit",
+            "parameters": [_p("id")], "responses": _ok("the sync", _ref("Sync"))}},
+        "/api/v1/resources": {"get": {
+            "summary": "Managed resources, filtered, sorted and paged",
+            "parameters": _RESOURCE_FILTERS,
+            "responses": _ok("one page", _list("Resource"), **_PAGED_HEADERS)}},
+        "/api/v1/resources/{kind}/{project}/{name}": {"get": {
+            "summary": "One resource with its manifest and events", "parameters": _KEY,
+            "responses": _ok("the resource", _ref("ResourceDetail"))}},
+        "/api/v1/resources/{kind}/{project}/{name}/logs": {"get": {
+            "summary": "The tail of one index's latest attempt (local backend)",
+            "parameters": [*_KEY, _q("job", "a stage or cell Job of a Pipeline or Sweep"),
+                           _q("index", "index (default 0)", {"type": "integer"}),
+                           _q("tail", "lines (default 200, at most 2000)",
+                              {"type": "integer"})],
+            "responses": _ok("log lines", _ref("Logs"))}},
+        "/api/v1/events": {"get": {
+            "summary": "Events, newest first",
+            "parameters": [_q("kind", "with project and name: one resource's events"),
+                           _q("project", "project"), _q("name", "name"),
+                           _q("limit", "at most (default 100)", {"type": "integer"})],
+            "responses": _ok("events", _list("Event"))}},
+    },
+    "components": {
+        "schemas": SCHEMAS,
+        "responses": {"NotFound": {"description": "no such object", "content": {
+            "application/json": {"schema": _ref("Error")}}}},
+    },
+}

@@ -1,0 +1,238 @@
+"""The dashboard's list pages: Overview (one card per repo binding), Resources (the
+filtered, sorted, paged table) and History (every sync with its plan and checks). Each
+returns the whole HTML document; app.js keeps it current by polling the JSON API."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from reconciler.output import age, money, progress
+from reconciler.source import redact
+from reconciler.web import api, queries
+from reconciler.web.html import (
+    Safe,
+    definition_list,
+    esc,
+    layout,
+    path,
+    phase_badge,
+    phase_class,
+    table,
+    tag,
+    with_query,
+)
+
+if TYPE_CHECKING:
+    from reconciler.service import Service
+
+BAD_RESULTS = frozenset({"blocked", "invalid", "error", "partial"})
+BAD_PHASES = frozenset({"Failed"})
+
+
+def now_text() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def when(value: str | datetime | None) -> Safe:
+    """A timestamp as `<time>`: UTC date and time, and how long ago."""
+    if value is None:
+        return esc("-")
+    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
+    text = f"{moment.astimezone(UTC):%Y-%m-%d %H:%M:%S} ({age(moment)} ago)"
+    return tag("time", text, datetime=moment.isoformat())
+
+
+def commit_link(repo_url: str | None, sha: str | None) -> Safe:
+    if not sha:
+        return esc("-")
+    url = api.commit_url(repo_url, sha)
+    code = tag("code", sha[:12], title=sha)
+    return tag("a", code, href=url, rel="noopener noreferrer") if url else code
+
+
+def result_badge(result: str | None, field: str | None = "result") -> Safe:
+    bad = " bad" if result in BAD_RESULTS else ""
+    return tag("span", result or "-", class_=phase_class(result) + bad, data_field=field)
+
+
+def _phase_counts(binding: str, counts: dict[str, int]) -> Safe:
+    if not counts:
+        return tag("p", "no resources yet", class_="muted", data_field="phases")
+    items = [tag("li", tag("a", phase_badge(phase, None), " ", tag("span", n, class_="count"),
+                           href=with_query("/resources", {"repo": binding, "phase": phase})),
+                 class_="bad" if phase in BAD_PHASES else None)
+             for phase, n in counts.items()]
+    return tag("ul", *items, class_="counts", data_field="phases")
+
+
+def overview(service: Service) -> bytes:
+    cards = []
+    repos = api.repos(service)
+    for b in repos:
+        last = b["lastSync"] or {}
+        problem = b["lastError"] or last.get("result") in BAD_RESULTS or any(
+            p in BAD_PHASES for p in b["phases"])
+        pending = b["lastSeenCommit"] and b["lastSeenCommit"] != b["lastAppliedCommit"]
+        facts = [
+            ("Repository", tag("span", b["url"], class_="url")),
+            ("Branch", tag("code", b["branch"] or "-")),
+            ("Path", tag("code", b["path"] or "/")),
+            ("Project", b["project"] or "-"),
+            ("Last seen", tag("span", commit_link(b["url"], b["lastSeenCommit"]),
+                              data_field="lastSeenCommit")),
+            ("Last applied", tag("span", commit_link(b["url"], b["lastAppliedCommit"]),
+                                 " ", tag("span", "not yet applied", class_="warn")
+                                 if pending else "", data_field="lastAppliedCommit")),
+            ("Last sync", tag("span", result_badge(last.get("result")), " ",
+                              when(last.get("finishedAt")), " ",
+                              tag("span", last.get("message") or "", class_="muted"),
+                              data_field="lastSync")),
+            ("Last poll", tag("span", when(b["lastPollAt"]), data_field="lastPollAt")),
+            ("Total cost", tag("span", f"${b['costUSD']}", data_field="costUSD")),
+        ]
+        if b["lastError"]:
+            facts.append(("Error", tag("span", b["lastError"], class_="error")))
+        cards.append(tag(
+            "section",
+            tag("h2", tag("a", b["id"], href=with_query("/resources", {"repo": b["id"]}))),
+            definition_list(facts),
+            tag("h3", "Resources by phase"),
+            _phase_counts(b["id"], b["phases"]),
+            tag("p", tag("a", "history", href=with_query("/history", {"repo": b["id"]}))),
+            class_="card" + (" problem" if problem else ""), data_binding=b["id"]))
+    if not cards:
+        cards.append(tag("p", "No repository bindings are configured.", class_="muted"))
+    return layout("Overview", tag("div", *cards, class_="cards"), active="overview",
+                  poll="/api/v1/repos", generated=now_text())
+
+
+def _sort_header(q: queries.ResourceQuery, key: str, label: str) -> Safe:
+    active = q.sort == key
+    descending = not q.descending if active else False
+    href = with_query("/resources", q.params(sort=("-" if descending else "") + key, page=None))
+    arrow = (" ▼" if q.descending else " ▲") if active else ""
+    sort = ("descending" if q.descending else "ascending") if active else None
+    return tag("a", label + arrow, href=href, class_="sort", aria_sort=sort)
+
+
+_COLUMNS = (("kind", "Kind"), ("name", "Name"), ("project", "Project"), ("phase", "Phase"),
+            (None, "Progress"), ("reason", "Reason"), ("cost", "Cost"), ("age", "Age"),
+            ("commit", "Commit"), ("repo", "Repo"))
+
+
+def resource_row(r: Any, repo_urls: dict[str, str | None]) -> Safe:
+    key = str(r.key)
+    link = path("resources", r.key.kind, r.key.project, r.key.name)
+    return tag(
+        "tr",
+        tag("td", r.key.kind),
+        tag("td", tag("a", r.key.name, href=link),
+            tag("span", " (gone)", class_="muted") if r.deleted else ""),
+        tag("td", r.key.project),
+        tag("td", phase_badge(r.phase)),
+        tag("td", progress(r), data_field="progress"),
+        tag("td", r.reason or "", data_field="reason"),
+        tag("td", money(r.cost_usd), data_field="cost", class_="num"),
+        tag("td", age(r.created_at)),
+        tag("td", commit_link(repo_urls.get(r.binding_id), r.source_commit)),
+        tag("td", r.binding_id),
+        data_key=key, class_="bad" if r.phase in BAD_PHASES else None)
+
+
+def _select(name: str, values: list[str], current: str | None) -> Safe:
+    options = [tag("option", "any", value="")]
+    options += [tag("option", v, value=v, selected=v == current) for v in values]
+    return tag("label", name.capitalize(), " ", tag("select", *options, name=name))
+
+
+def resources(service: Service, params: dict[str, list[str]]) -> tuple[int, bytes]:
+    try:
+        q = queries.ResourceQuery.from_params(params)
+    except ValueError as exc:
+        return 400, layout("Resources", tag("p", str(exc), class_="error"), active="resources")
+    records, total = queries.resources_page(service.store, q)
+    facets = queries.facets(service.store)
+    urls = {b.id: redact(b.url) for b in service.store.list_bindings()}
+    form = tag(
+        "form",
+        _select("repo", facets["repo"], q.repo), _select("kind", facets["kind"], q.kind),
+        _select("phase", facets["phase"], ",".join(q.phase) or None),
+        tag("label", "Name", " ", tag("input", type="search", name="name", value=q.name or "")),
+        tag("input", type="hidden", name="sort", value=q.params()["sort"]),
+        tag("button", "Filter", type="submit"),
+        tag("a", "clear", href="/resources"),
+        method="get", action="/resources", class_="filters", data_autosubmit=True)
+    headers = [_sort_header(q, k, label) if k else label for k, label in _COLUMNS]
+    pages = max(1, -(-total // q.page_size))
+    nav = [tag("span", f"{total} resources · page {q.page} of {pages}", data_field="total")]
+    if q.page > 1:
+        nav.insert(0, tag("a", "‹ previous", href=with_query("/resources", q.params(
+            page=q.page - 1 if q.page > 2 else None)), rel="prev"))
+    if q.page < pages:
+        nav.append(tag("a", "next ›", href=with_query("/resources", q.params(page=q.page + 1)),
+                       rel="next"))
+    body = [form,
+            table(headers, [resource_row(r, urls) for r in records], class_="resources"),
+            tag("nav", *nav, class_="pager")]
+    if not records:
+        body.insert(1, tag("p", "No resources match.", class_="muted"))
+    poll = with_query("/api/v1/resources", q.params())
+    return 200, layout("Resources", body, active="resources", poll=poll, generated=now_text())
+
+
+def _change(c: dict[str, Any]) -> Safe:
+    return tag("li", tag("code", c.get("path")), ": ",
+               tag("code", json.dumps(c.get("old"), default=str)), " → ",
+               tag("code", json.dumps(c.get("new"), default=str)))
+
+
+def _plan(plan: dict[str, Any]) -> Safe:
+    actions = [a for a in plan.get("actions") or []
+               if a.get("action") != "noop" or a.get("reason")]
+    rows = []
+    for a in actions:
+        changes = [_change(c) for c in a.get("changes") or []]
+        rows.append(tag(
+            "tr",
+            tag("td", tag("span", a.get("action"), class_=f"action action-{a.get('action')}")),
+            tag("td", f"{a.get('kind')}/{a.get('name')}"),
+            tag("td", tag("code", a.get("file"))),
+            tag("td", a.get("reason") or "", tag("ul", *changes) if changes else "")))
+    problems = [tag("li", f"{p.get('file')}:{p.get('line')}: {p.get('message')}",
+                    class_="error") for p in plan.get("problems") or []]
+    table_or_none = (table(["Action", "Resource", "File", "Detail"], rows, class_="plan")
+                     if rows else tag("p", "no changes", class_="muted"))
+    return Safe((tag("ul", *problems, class_="problems") if problems else "") + table_or_none)
+
+
+def history(service: Service, params: dict[str, list[str]]) -> bytes:
+    repo = (params.get("repo") or [None])[-1] or None
+    syncs = service.store.list_syncs(repo, limit=100)
+    urls = {b.id: redact(b.url) for b in service.store.list_bindings()}
+    items = []
+    for s in syncs:
+        checks = service.store.list_checks(commit=s.commit, binding_id=s.binding_id)
+        summary = ", ".join(f"{n} {k}" for k, n in (s.summary or {}).items() if n) or "-"
+        check_rows = [tag("tr", tag("td", c.context), tag("td", result_badge(c.state, None)),
+                          tag("td", c.target), tag("td", c.summary), tag("td", when(c.posted_at)))
+                      for c in checks]
+        items.append(tag(
+            "section",
+            tag("h2", f"#{s.id} ", s.binding_id, " @ ", commit_link(urls.get(s.binding_id),
+                                                                    s.commit), " ",
+                result_badge(s.result)),
+            definition_list([("Started", when(s.started_at)), ("Finished", when(s.finished_at)),
+                             ("Message", s.message or "-"), ("Summary", summary)]),
+            tag("details", tag("summary", "Plan"), _plan(s.plan or {}),
+                open=s.result in BAD_RESULTS),
+            tag("h3", "Checks posted for this commit"),
+            table(["Context", "State", "Target", "Summary", "Posted"], check_rows,
+                  class_="checks") if check_rows else tag("p", "none", class_="muted"),
+            class_="sync card" + (" problem" if s.result in BAD_RESULTS else ""),
+            data_sync=s.id))
+    if not items:
+        items.append(tag("p", "No syncs yet.", class_="muted"))
+    poll = with_query("/api/v1/syncs", {"repo": repo, "limit": 100})
+    return layout("History", items, active="history", poll=poll, generated=now_text())

@@ -1,0 +1,193 @@
+"""Read-only queries the dashboard needs beyond the store's methods: the resources table
+filtered, sorted and paged in SQL (so 10,000 resources cost one indexed page), the
+values its filters offer, and the per-binding and per-phase aggregates. Nothing here
+writes; every query runs on the store's engine in a short read transaction."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from sqlalchemy import Float, Numeric, Table, cast, func, select
+
+from state.base import split_key
+from state.models import InventoryItem
+from state.records import InventoryRecord
+from state.store import Store
+
+_R: Table = InventoryItem.__table__  # type: ignore[attr-defined]
+
+PAGE_SIZE = 50
+MAX_PAGE_SIZE = 500
+UNKNOWN = "Unknown"
+
+# sort key -> (column expression, whether ascending on the key means descending in SQL)
+_SORTS: dict[str, tuple[Any, bool]] = {
+    "kind": (_R.c.kind, False),
+    "project": (_R.c.project, False),
+    "name": (_R.c.name, False),
+    "repo": (_R.c.binding_id, False),
+    "phase": (_R.c.phase, False),
+    "reason": (_R.c.reason, False),
+    "cost": (cast(_R.c.cost_usd, Float), False),
+    "age": (_R.c.created_at, True),  # youngest first
+    "commit": (_R.c.source_commit, False),
+}
+SORT_KEYS = tuple(_SORTS)
+
+
+@dataclass(frozen=True)
+class ResourceQuery:
+    """Filters, order and page of the resources table and `/api/v1/resources`."""
+
+    repo: str | None = None
+    kind: str | None = None
+    phase: tuple[str, ...] = ()
+    project: str | None = None
+    name: str | None = None  # a substring of the name
+    sort: str = "kind"
+    descending: bool = False
+    page: int = 1
+    page_size: int = PAGE_SIZE
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, list[str]]) -> ResourceQuery:
+        """From a parsed query string; ValueError names the bad parameter."""
+
+        def one(name: str) -> str | None:
+            values = params.get(name) or []
+            return values[-1].strip() or None if values else None
+
+        sort = one("sort") or "kind"
+        descending = sort.startswith("-")
+        sort = sort.lstrip("-")
+        if sort not in _SORTS:
+            raise ValueError(f"sort: {sort!r} is not one of {', '.join(SORT_KEYS)}")
+        page = _positive(one("page") or "1", "page")
+        size = _positive(one("pageSize") or str(PAGE_SIZE), "pageSize")
+        if size > MAX_PAGE_SIZE:
+            raise ValueError(f"pageSize: at most {MAX_PAGE_SIZE}")
+        phases = tuple(p for v in params.get("phase") or [] for p in v.split(",") if p.strip())
+        return cls(repo=one("repo"), kind=one("kind"), phase=tuple(p.strip() for p in phases),
+                   project=one("project"), name=one("name"), sort=sort,
+                   descending=descending, page=page, page_size=size)
+
+    def params(self, **changes: Any) -> dict[str, Any]:
+        """The query-string parameters of this query, with `changes` applied."""
+        values: dict[str, Any] = {
+            "repo": self.repo, "kind": self.kind, "phase": ",".join(self.phase) or None,
+            "project": self.project, "name": self.name,
+            "sort": None if self.sort == "kind" and not self.descending
+            else ("-" if self.descending else "") + self.sort,
+            "page": self.page if self.page > 1 else None,
+            "pageSize": self.page_size if self.page_size != PAGE_SIZE else None,
+        }
+        values.update(changes)
+        return values
+
+    def _where(self) -> list[Any]:
+        clauses = []
+        for column, value in (("binding_id", self.repo), ("kind", self.kind),
+                              ("project", self.project)):
+            if value is not None:
+                clauses.append(_R.c[column] == value)
+        if self.name:
+            clauses.append(_R.c.name.contains(self.name, autoescape=True))
+        if self.phase:
+            known = [p for p in self.phase if p != UNKNOWN]
+            cond = _R.c.phase.in_(known)
+            if UNKNOWN in self.phase:
+                cond = cond | _R.c.phase.is_(None)
+            clauses.append(cond)
+        return clauses
+
+
+def _positive(text: str, name: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name}: {text!r} is not a whole number") from None
+    if value < 1:
+        raise ValueError(f"{name}: must be 1 or more")
+    return value
+
+
+def _record(row: Any) -> InventoryRecord:
+    key, values = split_key(row)
+    values.pop("id", None)
+    values["deleted"] = bool(values["deleted"])
+    return InventoryRecord(key=key, **values)
+
+
+def resources_page(store: Store, q: ResourceQuery) -> tuple[list[InventoryRecord], int]:
+    """One page of the resources matching `q`, and how many match in all."""
+    where = q._where()
+    column, inverted = _SORTS[q.sort]
+    desc = q.descending != inverted
+    order = [column.desc() if desc else column.asc()]
+    order += [_R.c.kind, _R.c.project, _R.c.name]  # unique: pages never overlap
+    # Sort and page the ids only, then read the page's rows: sorting whole rows would
+    # drag every row's JSON (manifest, status) through the sorter.
+    page_ids = (select(_R.c.id).where(*where).order_by(*order)
+                .limit(q.page_size).offset((q.page - 1) * q.page_size))
+    query = select(_R).where(_R.c.id.in_(page_ids.scalar_subquery())).order_by(*order)
+    with store._engine.connect() as conn:
+        total = conn.execute(select(func.count()).select_from(_R).where(*where)).scalar_one()
+        rows = conn.execute(query).all()
+    return [_record(r) for r in rows], int(total)
+
+
+def facets(store: Store) -> dict[str, list[str]]:
+    """The values the resources filters offer: repos, kinds and phases present."""
+    out: dict[str, list[str]] = {}
+    with store._engine.connect() as conn:
+        for name, column in (("repo", _R.c.binding_id), ("kind", _R.c.kind),
+                             ("phase", _R.c.phase)):
+            values = conn.execute(select(column).distinct()).scalars().all()
+            out[name] = sorted(v or UNKNOWN for v in values)
+    return out
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Counts and cost over the whole inventory, from one grouped scan."""
+
+    rows: tuple[tuple[str, str, str, int, Decimal], ...]  # binding, kind, phase, count, cost
+
+    def phases_by_binding(self) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for binding, _kind, phase, n, _cost in self.rows:
+            counts = out.setdefault(binding, {})
+            counts[phase] = counts.get(phase, 0) + n
+        return {b: dict(sorted(c.items())) for b, c in out.items()}
+
+    def cost_by_binding(self) -> dict[str, Decimal]:
+        out: dict[str, Decimal] = {}
+        for binding, _kind, _phase, _n, cost in self.rows:
+            out[binding] = out.get(binding, Decimal(0)) + cost
+        return out
+
+    def by_kind_phase(self) -> list[tuple[str, str, int]]:
+        out: dict[tuple[str, str], int] = {}
+        for _binding, kind, phase, n, _cost in self.rows:
+            out[(kind, phase)] = out.get((kind, phase), 0) + n
+        return [(k, p, n) for (k, p), n in sorted(out.items())]
+
+
+def totals(store: Store) -> Totals:
+    """Resources and cost per (binding, kind, phase), summed in SQL in one pass."""
+    cost = func.sum(cast(_R.c.cost_usd, Numeric(20, 6)))
+    query = select(_R.c.binding_id, _R.c.kind, _R.c.phase, func.count(), cost).group_by(
+        _R.c.binding_id, _R.c.kind, _R.c.phase)
+    with store._engine.connect() as conn:
+        rows = conn.execute(query).all()
+    return Totals(tuple((b, k, p or UNKNOWN, int(n), _decimal(c)) for b, k, p, n, c in rows))
+
+
+def _decimal(value: Any) -> Decimal:
+    try:
+        return Decimal(str(value or 0)).quantize(Decimal("0.000001"))
+    except InvalidOperation:
+        return Decimal(0)
