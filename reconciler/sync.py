@@ -286,13 +286,13 @@ class BindingSync:
             report.message = _summary_text(report.changes.summary())
             if not self.retry_commit:
                 self.store.mark_applied(self.binding.id, head)
-            started = {o.action.key for o in report.changes.outcomes if o.ok and o.action.action
-                       in (ActionType.CREATE, ActionType.PATCH, ActionType.REPLACE)}
-            if self.binding.check_workloads and started:
-                self.open_runs[head] = started
+            launched = {o.action.key for o in report.changes.outcomes if o.ok and o.action.action
+                        in (ActionType.CREATE, ActionType.PATCH, ActionType.REPLACE)}
+            if self.binding.check_workloads and launched:
+                self.open_runs[head] = launched
                 self.poster.post(compose.pending(self.binding.id, self.binding.url, head,
                                                  self.instance, "run",
-                                                 f"{len(started)} resources running"))
+                                                 f"{len(launched)} resources running"))
             return report
         finally:
             problems = [p.as_dict() for p in report.problems]
