@@ -51,7 +51,8 @@ def age(since: datetime | None, now: datetime | None = None) -> str:
 
 
 def money(value: str | None) -> str:
-    return f"${Decimal(value or '0'):.2f}"
+    amount = Decimal(value or "0")
+    return "<$0.01" if 0 < amount < Decimal("0.01") else f"${amount:.2f}"
 
 
 def progress(r: InventoryRecord) -> str:
@@ -76,14 +77,35 @@ def table(rows: list[list[str]]) -> str:
                      for row in rows)
 
 
+def best_cost(r: InventoryRecord) -> str:
+    """The seeds' BEST-COST column: the index of the cheapest succeeded cell."""
+    best = (r.status or {}).get("best") or {}
+    return str(best["byCost"]) if "byCost" in best else "-"
+
+
+# The seeds' `get` columns per kind; a mixed listing uses PROGRESS for all three.
+_KIND_COLUMNS = {"Pipeline": "STAGES", "Sweep": "CELLS", "Job": "INDEXES"}
+
+
 def resources_table(records: list[InventoryRecord], wide: bool = False) -> str:
-    header = ["KIND", "NAME", "PHASE", "PROGRESS", "COST", "AGE"]
+    kinds = {r.key.kind for r in records}
+    only = next(iter(kinds)) if len(kinds) == 1 else None
+    header = ["NAME", "PHASE", _KIND_COLUMNS.get(only or "", "PROGRESS"), "COST"]
+    if only is None:
+        header.insert(0, "KIND")
+    if only == "Sweep":
+        header.append("BEST-COST")
+    header.append("AGE")
     if wide:
         header += ["REASON", "COMMIT", "FILE"]
     rows = [header]
     for r in records:
-        row = [r.key.kind, r.key.name, r.phase or "-", progress(r), money(r.cost_usd),
-               age(r.created_at)]
+        row = [r.key.name, r.phase or "-", progress(r), money(r.cost_usd)]
+        if only is None:
+            row.insert(0, r.key.kind)
+        if only == "Sweep":
+            row.append(best_cost(r))
+        row.append(age(r.created_at))
         if wide:
             row += [r.reason or "-", (r.source_commit or "-")[:12], r.source_file or "-"]
         rows.append(row)

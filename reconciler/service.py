@@ -67,7 +67,9 @@ class Service:
         """Read the live status of unfinished resources of every binding not syncing now."""
         for binding_id, sync in self.syncs.items():
             lock = self.locks[binding_id]
-            if not lock.acquire(blocking=False):
+            # Wait for a short sync to finish rather than skip: polls and refreshes fall on
+            # the same ticks whenever one interval divides the other.
+            if not lock.acquire(timeout=STATUS_REFRESH_SECONDS):
                 continue
             try:
                 sync.refresh()
