@@ -59,9 +59,13 @@ def build_provider(name: str, settings: dict[str, Any], state_dir: Path) -> Prov
 
         root = Path(settings.get("root") or state_dir / "local")
         inner: Provider = LocalProvider(root, local_config(name, settings))
+    elif kind == "nodus":
+        from providers.nodus import NodusProvider
+
+        inner = NodusProvider.from_settings(name, settings)
     else:
         raise ConfigError(f"providers.{name}.type: {kind!r} is not available in this build "
-                          f"(known: {', '.join(KNOWN_TYPES)}; available: local)")
+                          f"(known: {', '.join(KNOWN_TYPES)}; available: local, nodus)")
     from reconciler.workloads import CompositeProvider
 
     return CompositeProvider(inner, state_dir / "workloads")

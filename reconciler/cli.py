@@ -101,6 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dest")
     _state_options(p)
     p.set_defaults(func=commands.cmd_cp, repo=None)
+
+    p = sub.add_parser("crds", help="print CustomResourceDefinitions for Job, Pipeline and "
+                       "Sweep, generated from the schemas (pipe to kubectl apply -f -)")
+    p.set_defaults(func=commands.cmd_crds)
     return parser
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from reconciler.config import Settings, binding_from_flags, load_settings
 from reconciler.desired import DesiredTree
-from reconciler.errors import ConfigError, SourceError
+from reconciler.errors import ConfigError
 from reconciler.identity import KINDS, ResourceKey
 from reconciler.logging_setup import setup_logging
 from reconciler.manifests import iter_manifest_files
@@ -253,4 +253,8 @@ def cmd_cp(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-__all__ = ["SourceError", "setup_logging"]
+def cmd_crds(args: argparse.Namespace) -> int:
+    from reconciler.crds import render_crds
+
+    sys.stdout.write(render_crds())
+    return EXIT_OK

@@ -23,7 +23,7 @@ from sqlalchemy import Connection, func, inspect, select
 from sqlmodel import SQLModel
 
 from reconciler.errors import ConfigError
-from state.models import TABLES, SchemaVersion
+from state.models import TABLES, Lease, Replica, SchemaVersion
 
 Migration = Callable[[Connection], None]
 
@@ -35,7 +35,12 @@ def _v1_create_tables(conn: Connection) -> None:
     SQLModel.metadata.create_all(conn, tables=list(TABLES))
 
 
-MIGRATIONS: tuple[Migration, ...] = (_v1_create_tables,)
+def _v2_leases(conn: Connection) -> None:
+    """Leases and replica heartbeats, for several replicas on one store."""
+    SQLModel.metadata.create_all(conn, tables=[Lease.__table__, Replica.__table__])  # type: ignore[attr-defined]
+
+
+MIGRATIONS: tuple[Migration, ...] = (_v1_create_tables, _v2_leases)
 LATEST = len(MIGRATIONS)
 
 _VERSION = SchemaVersion.__table__  # type: ignore[attr-defined]

@@ -192,6 +192,27 @@ class CheckRecord(SQLModel, table=True):
     target: str
 
 
+class Lease(SQLModel, table=True):
+    """Which replica reconciles a binding, until when. `token` grows with every new holder,
+    so a replica that lost its lease can tell (fencing)."""
+
+    __tablename__ = "lease"
+
+    binding_id: str = Field(primary_key=True, max_length=200)
+    holder: str
+    expires_at: datetime = Field(sa_type=UTCDateTime)
+    token: int = 1
+
+
+class Replica(SQLModel, table=True):
+    """A running `serve` process and when it last said it was alive."""
+
+    __tablename__ = "replica"
+
+    id: str = Field(primary_key=True, max_length=200)
+    heartbeat_at: datetime = Field(sa_type=UTCDateTime, index=True)
+
+
 class SchemaVersion(SQLModel, table=True):
     """The single row saying which migration the database has reached."""
 
@@ -204,5 +225,6 @@ class SchemaVersion(SQLModel, table=True):
 
 TABLES = tuple(
     m.__table__  # type: ignore[attr-defined]
-    for m in (RepoBinding, Sync, InventoryItem, Intent, Event, CheckRecord, SchemaVersion)
+    for m in (RepoBinding, Sync, InventoryItem, Intent, Event, CheckRecord, Lease, Replica,
+              SchemaVersion)
 )

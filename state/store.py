@@ -24,6 +24,7 @@ from state import engine as engines
 from state.base import key_is, split_key, utc_now
 from state.inventory import InventoryStore
 from state.journal import JournalStore
+from state.leases import LeaseStore
 from state.migrations import current_version, migrate
 from state.models import CheckRecord, Event, EventType, RepoBinding, Sync, SyncResult
 from state.records import BindingRecord, CheckRecordValue, EventRecord, SyncRecord
@@ -36,7 +37,7 @@ _C: Table = CheckRecord.__table__  # type: ignore[attr-defined]
 __all__ = ["Store", "utc_now"]
 
 
-class Store(InventoryStore, JournalStore):
+class Store(InventoryStore, JournalStore, LeaseStore):
     """The state store. Build it with `Store.open(...)`; safe to share between threads."""
 
     @classmethod

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 from sqlalchemy import Connection, create_engine, inspect, text
+from sqlmodel import SQLModel
 
 from reconciler.errors import ConfigError
 from state import Store
 from state import migrations as m
+from state.models import Lease, Replica
 from tests.state.support import execute
 
 OpenStore = Callable[..., Store]
@@ -21,14 +24,14 @@ def test_first_open_creates_schema_v1_and_reopening_changes_nothing(
     open_store: OpenStore, state_url: str
 ) -> None:
     first = open_store()
-    assert first.schema_version() == m.LATEST == 1
+    assert first.schema_version() == m.LATEST == len(m.MIGRATIONS)
     first.upsert_binding("team-a", "u", "main", "", "proj-a")
     first.close()
 
     again = open_store()
-    assert again.schema_version() == 1
+    assert again.schema_version() == m.LATEST
     assert [b.id for b in again.list_bindings()] == ["team-a"]
-    assert execute(state_url, "SELECT id, version FROM schema_version") == [[(1, 1)]]
+    assert execute(state_url, "SELECT id, version FROM schema_version") == [[(1, m.LATEST)]]
 
 
 def test_a_newer_schema_is_refused_and_left_alone(open_store: OpenStore, state_url: str) -> None:
@@ -37,9 +40,8 @@ def test_a_newer_schema_is_refused_and_left_alone(open_store: OpenStore, state_u
     with pytest.raises(ConfigError) as caught:
         open_store()
     message = str(caught.value)
-    assert "is at schema version 7, newer than this nodus-gitops (1): upgrade nodus-gitops" in (
-        message
-    )
+    assert (f"is at schema version 7, newer than this nodus-gitops ({m.LATEST}): upgrade "
+            "nodus-gitops") in message
     assert message.startswith("state database ")
     assert execute(state_url, "SELECT version FROM schema_version") == [[(7,)]]
 
@@ -59,8 +61,8 @@ def test_migrations_run_in_order_on_an_older_database(
 ) -> None:
     open_store().close()
     monkeypatch.setattr(m, "MIGRATIONS", (*m.MIGRATIONS, _add_probe_table))
-    monkeypatch.setattr(m, "LATEST", 2)
-    assert open_store().schema_version() == 2
+    monkeypatch.setattr(m, "LATEST", len(m.MIGRATIONS))
+    assert open_store().schema_version() == m.LATEST
     assert execute(state_url, "SELECT count(*) FROM probe") == [[(0,)]]
 
 
@@ -68,14 +70,15 @@ def test_a_failing_migration_leaves_the_old_schema_whole(
     open_store: OpenStore, state_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     open_store().close()
+    before = m.LATEST
     monkeypatch.setattr(m, "MIGRATIONS", (*m.MIGRATIONS, _broken))
-    monkeypatch.setattr(m, "LATEST", 2)
+    monkeypatch.setattr(m, "LATEST", len(m.MIGRATIONS))
     with pytest.raises(RuntimeError, match="half way"):
         open_store()
     monkeypatch.undo()
 
     store = open_store()
-    assert store.schema_version() == 1
+    assert store.schema_version() == before
     engine = create_engine(state_url)
     try:
         with engine.connect() as conn:
@@ -123,4 +126,28 @@ def test_no_url_and_no_state_dir_is_a_config_error() -> None:
 def test_plain_postgresql_urls_use_psycopg(pg_state_url: str) -> None:
     plain = pg_state_url.replace("postgresql+psycopg://", "postgresql://")
     with Store.open(plain) as store:
-        assert store.schema_version() == 1
+        assert store.schema_version() == m.LATEST
+
+
+def test_a_version_1_database_is_upgraded_to_leases(
+    open_store: OpenStore, state_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A store made by the first release (no lease tables) opens and gains them."""
+    monkeypatch.setattr(m, "LATEST", 1)
+    real_v1 = m._v1_create_tables
+
+    def v1_without_leases(conn: Connection) -> None:
+        SQLModel.metadata.create_all(conn, tables=[t for t in m.TABLES if t not in (
+            Lease.__table__, Replica.__table__)])
+
+    monkeypatch.setattr(m, "MIGRATIONS", (v1_without_leases,))
+    old = open_store()
+    old.upsert_binding("team-a", "u", "main", "", "proj-a")
+    assert old.schema_version() == 1
+    old.close()
+    monkeypatch.undo()
+    assert m.MIGRATIONS[0] is real_v1
+    store = open_store()
+    assert store.schema_version() == m.LATEST >= 2
+    assert store.acquire_lease("team-a", "replica-1", timedelta(seconds=15)) == 1
+    assert [b.id for b in store.list_bindings()] == ["team-a"]
