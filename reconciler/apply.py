@@ -173,8 +173,10 @@ class Applier:
     def __init__(self, store: Store, provider: Provider, *, retry: RetryPolicy = RetryPolicy(),
                  sleep: Callable[[float], None] = time.sleep,
                  rng: random.Random | None = None,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                 fence: Callable[[], bool] = lambda: True) -> None:
         self.clock = clock
+        self.fence = fence
         self.store = store
         self.provider = provider
         self.retry = retry
@@ -188,6 +190,10 @@ class Applier:
         effects = [a for a in plan.actions if a.action in EFFECTS]
         failed: dict[Action, ProviderError] = {}
         for i in range(0, len(effects), CHUNK):
+            if not self.fence():  # another replica holds the binding now: stop here
+                lost = TransientError("this replica lost the binding's lease")
+                failed.update({a: lost for a in effects[i:]})
+                break
             failed.update(self._apply_chunk(effects[i:i + CHUNK], ctx))
         unchanged = [a for a in plan.actions if a.action == ActionType.NOOP and a.record]
         if unchanged:

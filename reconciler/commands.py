@@ -12,6 +12,7 @@ from reconciler.config import Settings, binding_from_flags, load_settings
 from reconciler.desired import DesiredTree
 from reconciler.errors import ConfigError
 from reconciler.identity import KINDS, ResourceKey
+from reconciler.leases import LeaseKeeper, replica_name
 from reconciler.logging_setup import setup_logging
 from reconciler.manifests import iter_manifest_files
 from reconciler.output import describe, dump, plan_text, resource_object, resources_table
@@ -109,6 +110,20 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         raise ConfigError("no repository: pass --repo URL|PATH (or --config FILE)")
     store = open_store(settings)
     service = _service(settings, store)
+    keeper = LeaseKeeper(store, service.syncs, replica=f"cli-{replica_name()}")
+    busy = keeper.take_all()
+    if busy:
+        holders = ", ".join(f"{b} (by {keeper.holder_of(b)})" for b in busy)
+        raise ConfigError(f"already being reconciled: {holders}; a running `serve` applies "
+                          "new commits itself (POST /api/v1/repos/ID/refresh to poll now)")
+    service.leases = keeper
+    try:
+        return _reconcile(service, store, args)
+    finally:
+        keeper.release_all()
+
+
+def _reconcile(service, store: Store, args: argparse.Namespace) -> int:
     reports = service.reconcile_all(force=True)
     failed = False
     for report in reports:
@@ -134,6 +149,8 @@ def _wait_until_finished(service, store: Store, timeout: float | None) -> bool:
     """Refresh until every resource is finished; True when all Succeeded."""
     deadline = time.monotonic() + timeout if timeout else None
     while True:
+        if service.leases is not None:
+            service.leases.renew()
         service.refresh_all()
         records = store.list_inventory()
         if all(is_terminal(r.phase) or r.deleted for r in records):

@@ -16,6 +16,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from providers.base import Provider
 from providers.registry import build_provider
 from reconciler.config import Settings
+from reconciler.leases import DEFAULT_TTL, LeaseKeeper
 from reconciler.metrics import MeteredProvider
 from reconciler.sync import BindingSync, SyncReport
 from state.store import Store
@@ -35,6 +36,10 @@ class Service:
     locks: dict[str, threading.Lock] = field(default_factory=dict)
     stopping: threading.Event = field(default_factory=threading.Event)
     latest_preview: dict[tuple[str, object], str] = field(default_factory=dict)
+    # With several replicas on one store: which bindings this one may reconcile. None
+    # (tests, one-off commands that hold no lease) reconciles every binding.
+    leases: LeaseKeeper | None = None
+    lease_ttl: float = DEFAULT_TTL
 
     def __post_init__(self) -> None:
         providers: dict[str, Provider] = {}
@@ -52,6 +57,8 @@ class Service:
     def reconcile(self, binding_id: str, *, force: bool = False) -> SyncReport | None:
         """One sync of one binding; None when one is already running (it is not queued:
         the running one or the next tick picks up whatever changed)."""
+        if self.leases is not None and not self.leases.holds(binding_id):
+            return None  # another replica reconciles it
         lock = self.locks[binding_id]
         if not lock.acquire(blocking=False):
             return None
@@ -66,6 +73,8 @@ class Service:
     def refresh_all(self) -> None:
         """Read the live status of unfinished resources of every binding not syncing now."""
         for binding_id, sync in self.syncs.items():
+            if self.leases is not None and not self.leases.holds(binding_id):
+                continue
             lock = self.locks[binding_id]
             # Wait for a short sync to finish rather than skip: polls and refreshes fall on
             # the same ticks whenever one interval divides the other.
@@ -108,6 +117,19 @@ class Service:
         threading.Thread(target=run, daemon=True, name=f"preview-{binding_id}").start()
         return True
 
+    def keep_leases(self) -> None:
+        """Renew and rebalance this replica's leases; a binding just taken over starts
+        from the store (another replica may have changed it)."""
+        assert self.leases is not None
+        try:
+            gained, _lost = self.leases.tick()
+        except Exception:
+            log.exception("lease renewal failed: reconciling nothing until it works")
+            return
+        for binding_id in gained:
+            with self.locks[binding_id]:
+                self.syncs[binding_id].forget_cached_state()
+
     def trigger(self, binding_id: str) -> bool:
         """Run a sync now, in the background (webhooks, the refresh endpoint)."""
         if binding_id not in self.syncs:
@@ -119,6 +141,11 @@ class Service:
         """Poll until SIGTERM/SIGINT. `serve_http` starts the web server and returns its
         stop function."""
         scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1})
+        if self.leases is None:
+            self.leases = LeaseKeeper(self.store, self.syncs, ttl=self.lease_ttl)
+        self.keep_leases()
+        scheduler.add_job(self.keep_leases, "interval", seconds=self.leases.ttl / 3,
+                          id="leases")
         for binding_id, sync in self.syncs.items():
             scheduler.add_job(self.reconcile, "interval", seconds=sync.binding.interval,
                               args=[binding_id], id=binding_id, next_run_time=_now())
@@ -144,6 +171,7 @@ class Service:
             scheduler.shutdown(wait=True)
             if stop_http:
                 stop_http()
+            self.leases.release_all()
             for s, handler in previous.items():
                 signal.signal(s, handler)
 

@@ -140,6 +140,14 @@ class BindingSync:
         store.upsert_binding(binding.id, binding.url, binding.branch, binding.path,
                              binding.project)
 
+    def forget_cached_state(self) -> None:
+        """Drop what this process remembers of the binding (the parsed tree, the
+        inventory view, the last plan): another replica may have moved it on."""
+        self.tree = None
+        self.inventory.reload()
+        self.last_plan = None
+        self.retry_commit = False
+
     def read_tree(self, commit: str) -> DesiredTree:
         """The commit's desired tree, re-reading only changed paths when possible."""
         path = self.binding.path

@@ -1,0 +1,126 @@
+"""Which bindings this replica reconciles: leases in the shared state store.
+
+Every replica heartbeats, counts the live ones, and holds at most its fair share of the
+bindings (ceil(bindings / replicas)), preferring bindings by a hash of (binding,
+replica) so that replicas spread instead of racing for the same ones. A lease not
+renewed within `ttl` (a dead replica) is free for another to take; a replica with more
+than its share (one joined) gives the surplus back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import math
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import timedelta
+
+from state.store import Store
+
+log = logging.getLogger("nodus_gitops.leases")
+DEFAULT_TTL = 15.0
+
+
+def replica_name() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+
+
+class LeaseKeeper:
+    def __init__(self, store: Store, bindings: Iterable[str], *, replica: str | None = None,
+                 ttl: float = DEFAULT_TTL, clock: Callable[[], float] = time.monotonic) -> None:
+        self.store = store
+        self.bindings = sorted(bindings)
+        self.replica = replica or replica_name()
+        self.ttl = ttl
+        self.clock = clock
+        self.held: dict[str, int] = {}  # binding -> fencing token
+        self.renewed_at: dict[str, float] = {}
+
+    def _rank(self, binding: str) -> str:
+        return hashlib.sha256(f"{binding}/{self.replica}".encode()).hexdigest()
+
+    def holds(self, binding: str) -> bool:
+        """True while this replica's lease on `binding` cannot have expired."""
+        renewed = self.renewed_at.get(binding)
+        return binding in self.held and renewed is not None and (
+            self.clock() - renewed < self.ttl)
+
+    def tick(self) -> tuple[set[str], set[str]]:
+        """Heartbeat, renew, take this replica's share, give back any surplus.
+        Returns (bindings gained, bindings lost)."""
+        ttl = timedelta(seconds=self.ttl)
+        self.store.heartbeat(self.replica)
+        replicas = max(1, len(self.store.live_replicas(ttl)))
+        share = math.ceil(len(self.bindings) / replicas)
+        gained, lost = set(), set()
+        for binding in list(self.held):
+            token = self.store.acquire_lease(binding, self.replica, ttl)
+            if token is None or token != self.held[binding]:
+                lost.add(binding)  # it expired and another replica took it
+                self.held.pop(binding)
+                self.renewed_at.pop(binding, None)
+            else:
+                self.renewed_at[binding] = self.clock()
+        for binding in sorted(self.bindings, key=self._rank):
+            if len(self.held) >= share:
+                break
+            if binding in self.held:
+                continue
+            token = self.store.acquire_lease(binding, self.replica, ttl)
+            if token is not None:
+                self.held[binding] = token
+                self.renewed_at[binding] = self.clock()
+                gained.add(binding)
+        surplus = sorted(self.held, key=self._rank, reverse=True)[:max(0, len(self.held) - share)]
+        for binding in surplus:
+            self.release(binding)
+            lost.add(binding)
+        if gained or lost:
+            log.info("leases changed", extra={"replica": self.replica, "gained": sorted(gained),
+                                              "lost": sorted(lost), "share": share})
+        return gained, lost
+
+    def take_all(self) -> list[str]:
+        """For a one-off command: take every binding's lease, or none; returns the
+        bindings another replica holds (nothing taken then)."""
+        ttl = timedelta(seconds=self.ttl)
+        busy = []
+        for binding in self.bindings:
+            token = self.store.acquire_lease(binding, self.replica, ttl)
+            if token is None:
+                busy.append(binding)
+            else:
+                self.held[binding] = token
+                self.renewed_at[binding] = self.clock()
+        if busy:
+            for binding in list(self.held):
+                self.release(binding)
+        return busy
+
+    def renew(self) -> None:
+        """Renew what is held, taking nothing new."""
+        ttl = timedelta(seconds=self.ttl)
+        for binding, token in list(self.held.items()):
+            if self.store.acquire_lease(binding, self.replica, ttl) == token:
+                self.renewed_at[binding] = self.clock()
+            else:
+                self.held.pop(binding)
+
+    def release(self, binding: str) -> None:
+        self.store.release_lease(binding, self.replica)
+        self.held.pop(binding, None)
+        self.renewed_at.pop(binding, None)
+
+    def release_all(self) -> None:
+        """A clean stop: give every lease back so another replica takes over at once."""
+        for binding in list(self.held):
+            self.release(binding)
+        self.store.forget_replica(self.replica)
+
+    def holder_of(self, binding: str) -> str | None:
+        lease = self.store.lease_of(binding)
+        return lease[0] if lease else None
