@@ -14,12 +14,12 @@ from reconciler.errors import ConfigError
 from reconciler.identity import KINDS, ResourceKey
 from reconciler.leases import LeaseKeeper, replica_name
 from reconciler.logging_setup import setup_logging
-from reconciler.manifests import iter_manifest_files
+from reconciler.manifests import iter_manifest_files, outside_link
 from reconciler.output import describe, dump, plan_text, resource_object, resources_table
 from reconciler.phases import is_terminal
 from reconciler.plan import ActionType
 from reconciler.sync import BindingSync
-from reconciler.validation import resource_summary, validate_files
+from reconciler.validation import Problem, resource_summary, validate_files
 from state.store import Store
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
@@ -43,13 +43,18 @@ def open_store(settings: Settings) -> Store:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    files = []
+    files, links = [], []
     for target in args.paths:
         if not Path(target).exists():
             print(f"nodus-gitops validate: {target}: no such file or directory", file=sys.stderr)
             return EXIT_USAGE
-        files.extend(iter_manifest_files([target]))
+        root = Path(target) if Path(target).is_dir() else Path(target).parent
+        for display, path in iter_manifest_files([target]):
+            (links if outside_link(path, root) else files).append((display, path))
     result = validate_files((display, path.read_bytes()) for display, path in files)
+    result.problems.extend(Problem(display, 1, "", "", "", "a symbolic link to a file "
+                                   "outside the tree: not read") for display, _ in links)
+    result.problems.sort()
     if args.output == "json":
         print(json.dumps({
             "resources": [resource_summary(m) for m in result.manifests],

@@ -260,6 +260,11 @@ def _problem(error: yaml.YAMLError) -> str:
     return problem or str(error).splitlines()[0]
 
 
+def outside_link(path: Path, root: Path) -> bool:
+    """A symbolic link that leads out of `root` (a manifests tree must not read it)."""
+    return path.is_symlink() and not path.resolve().is_relative_to(root.resolve())
+
+
 def is_manifest_path(path: str) -> bool:
     return path.endswith(MANIFEST_SUFFIXES)
 
@@ -273,11 +278,18 @@ def iter_manifest_files(paths: Iterable[str | Path]) -> Iterator[tuple[str, Path
             yield str(root), root
             continue
         found = []
+        resolved_root = root.resolve()
         for path in root.rglob("*"):
             rel = path.relative_to(root)
             if any(part.startswith(".") for part in rel.parts[:-1]):
                 continue
-            if path.is_file() and is_manifest_path(path.name):
+            if not is_manifest_path(path.name):
+                continue
+            if path.is_symlink() and not path.resolve().is_relative_to(resolved_root):
+                # Never read what a link points at outside the tree (Git does not
+                # follow links either); the caller reports it.
+                found.append((rel.as_posix(), path))
+            elif path.is_file():
                 found.append((rel.as_posix(), path))
         for rel, path in sorted(found):
             display = rel if str(root) in (".", "") else f"{root.as_posix().rstrip('/')}/{rel}"

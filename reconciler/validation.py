@@ -169,7 +169,8 @@ def _describe(error: ValidationError) -> Iterator[tuple[FieldPath, str, bool]]:
         yield path, f"{_show(value)} {schema['patternErrorMessage']}", False
     elif keyword == "type":
         wanted = error.validator_value
-        wanted = " or ".join(wanted) if isinstance(wanted, list) else wanted
+        wanted = " or ".join(_TYPE_WORDS.get(w, w) for w in (
+            wanted if isinstance(wanted, list) else [wanted]))
         hint = f' (quote it: "{value}")' if wanted == "string" and not isinstance(
             value, dict | list) else ""
         yield path, f"{_show(value)} is a {_json_type(value)}, expected a {wanted}{hint}", False
@@ -192,6 +193,11 @@ def _describe(error: ValidationError) -> Iterator[tuple[FieldPath, str, bool]]:
         yield path, f"{_show(value)} is longer than {error.validator_value} characters", False
     else:
         yield path, error.message, False
+
+
+# JSON Schema's type names as a YAML author reads them.
+_TYPE_WORDS = {"object": "mapping", "array": "list", "integer": "whole number",
+               "number": "number", "string": "string", "boolean": "boolean"}
 
 
 def _json_type(value: Any) -> str:
