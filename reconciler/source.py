@@ -165,6 +165,18 @@ def _split_url(url: str) -> tuple[str, str | None, str | None]:
     return urlunsplit(parts._replace(netloc=host)), user, password
 
 
+# libgit2 waits forever on a remote that accepts a connection and then stalls; these are
+# process-wide, so they are set once, before the first network call (milliseconds).
+CONNECT_TIMEOUT_MS = 10_000
+IO_TIMEOUT_MS = 30_000
+
+
+def set_network_timeouts(connect_ms: int = CONNECT_TIMEOUT_MS,
+                         io_ms: int = IO_TIMEOUT_MS) -> None:
+    pygit2.settings.server_connect_timeout = connect_ms
+    pygit2.settings.server_timeout = io_ms
+
+
 def _mirror_name(url: str) -> str:
     """A readable, collision-free directory name: `<repo>-<sha256(url)[:16]>.git`."""
     stem = re.split(r"[/:]", url.rstrip("/"))[-1].removesuffix(".git")
@@ -234,6 +246,8 @@ class GitSource:
                                       hint="check the user and token in the repository URL")
         if not pygit2.reference_is_valid_name(f"refs/heads/{branch}"):
             raise ConfigError(f"branch {branch!r} is not a valid Git branch name")
+        if not pygit2.settings.server_timeout:
+            set_network_timeouts()
         self.url = redact(remote_url)  # the only form of the URL that messages show
         self.branch = branch
         self.path = Path(mirror_dir) / _mirror_name(remote_url)
