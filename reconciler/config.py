@@ -21,6 +21,7 @@ import yaml
 
 from reconciler.errors import ConfigError
 from reconciler.quantities import parse_duration
+from reconciler.source import Credentials
 
 ENV_PREFIX = "NODUS_GITOPS_"
 DEFAULT_STATE_DIR = ".nodus-gitops"
@@ -47,6 +48,14 @@ class Binding:
     credentials_file: str | None = None
     check_workloads: bool = False  # `checks: {workloads: true}`: a run check per commit
     preview_branches: tuple[str, ...] = ()  # branches planned (never applied) as previews
+
+    def credentials(self) -> Credentials | None:
+        """The Git credentials its settings name (a file, or an environment prefix)."""
+        if self.credentials_file:
+            return Credentials.from_file(self.credentials_file)
+        if self.credentials_env:
+            return Credentials.from_env(self.credentials_env)
+        return None
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from reconciler.errors import SourceError
 from reconciler.identity import ResourceKey
 from reconciler.phases import is_terminal
 from reconciler.plan import ActionType, Live, Plan, PlanOptions, Recorded, plan
-from reconciler.source import Backoff, Credentials, GitSource
+from reconciler.source import Backoff, GitSource
 from reconciler.validation import Problem
 from state.records import InventoryRecord
 from state.store import Store
@@ -51,14 +51,6 @@ class SyncReport:
     @property
     def ok(self) -> bool:
         return self.result in ("applied", "noop", "unchanged")
-
-
-def credentials_for(binding: Binding) -> Credentials | None:
-    if binding.credentials_file:
-        return Credentials.from_file(binding.credentials_file)
-    if binding.credentials_env:
-        return Credentials.from_env(binding.credentials_env)
-    return None
 
 
 class InventoryView:
@@ -124,7 +116,7 @@ class BindingSync:
         self.store = store
         self.applier = Applier(store, provider)
         self.instance = instance
-        self.source = GitSource(binding.url, binding.branch, mirror_dir, credentials_for(binding))
+        self.source = GitSource(binding.url, binding.branch, mirror_dir, binding.credentials())
         self.backoff = backoff or Backoff(random.Random())
         self.clock = clock
         self.failures = 0

@@ -28,7 +28,7 @@ from reconciler.checks.gitnotes import GitNotesWriter
 from reconciler.checks.model import CheckRun
 from reconciler.config import Binding
 from reconciler.errors import ConfigError, NodusGitopsError, TransientError
-from reconciler.source import Credentials, GitSource
+from reconciler.source import GitSource
 
 MEMORY = 4096  # (commit, context, target) keys remembered; the store covers the rest
 
@@ -177,7 +177,7 @@ def _gitnotes(cfg: Mapping[str, Any], binding: Binding, source: GitSource | None
     push = cfg.get("push", False)
     if not isinstance(push, bool):
         raise ConfigError(f"checks.gitnotes.push: {push!r} is not true or false")
-    credentials = _binding_credentials(binding)
+    credentials = binding.credentials()
     if source is None:
         if mirror_dir is None:
             raise ConfigError("checks.gitnotes: needs the binding's Git mirror (stateDir)")
@@ -245,9 +245,3 @@ def _interval(name: str, cfg: Mapping[str, Any]) -> float:
     return float(value)
 
 
-def _binding_credentials(binding: Binding) -> Credentials | None:
-    if binding.credentials_file:
-        return Credentials.from_file(binding.credentials_file)
-    if binding.credentials_env:
-        return Credentials.from_env(binding.credentials_env)
-    return None
