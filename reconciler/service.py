@@ -25,6 +25,8 @@ log = logging.getLogger("nodus_gitops.service")
 # Live status of unfinished resources is read this often, apart from Git polling, so that
 # Pipelines and Sweeps move on quickly whatever the poll interval.
 STATUS_REFRESH_SECONDS = 2
+FOLLOW_UP_SECONDS = (0.1, 0.3, 0.6, 1.0)
+TRIGGER_WAIT_SECONDS = 120
 
 
 @dataclass
@@ -40,6 +42,9 @@ class Service:
     # (tests, one-off commands that hold no lease) reconciles every binding.
     leases: LeaseKeeper | None = None
     lease_ttl: float = DEFAULT_TTL
+    follow_up: bool = True  # refresh soon after a sync that changed something
+    triggered: set[str] = field(default_factory=set)  # bindings with a trigger waiting
+    trigger_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         providers: dict[str, Provider] = {}
@@ -54,38 +59,48 @@ class Service:
                 mirror_dir=self.settings.state_dir / "mirrors", checks=self.settings.checks)
             self.locks[binding.id] = threading.Lock()
 
-    def reconcile(self, binding_id: str, *, force: bool = False) -> SyncReport | None:
-        """One sync of one binding; None when one is already running (it is not queued:
-        the running one or the next tick picks up whatever changed)."""
+    def reconcile(self, binding_id: str, *, force: bool = False,
+                  wait: float = 10.0) -> SyncReport | None:
+        """One sync of one binding; None when another sync of it is running and does not
+        end within `wait` seconds (the scheduler's ticks pass 0: they never queue up)."""
         if self.leases is not None and not self.leases.holds(binding_id):
             return None  # another replica reconciles it
         lock = self.locks[binding_id]
-        if not lock.acquire(blocking=False):
+        if not lock.acquire(timeout=wait) if wait else not lock.acquire(blocking=False):
             return None
         try:
-            return self.syncs[binding_id].reconcile_once(force=force)
+            report = self.syncs[binding_id].reconcile_once(force=force)
         except Exception:  # a bug must not stop the other bindings or the next tick
             log.exception("sync crashed", extra={"binding": binding_id})
             return None
         finally:
             lock.release()
+        if report.plan is not None and report.plan.has_changes and self.follow_up:
+            # What was just started shows its first phases soon after, not at the next
+            # status tick: look again a few times in the next second.
+            for delay in FOLLOW_UP_SECONDS:
+                timer = threading.Timer(delay, self.refresh_binding, args=[binding_id])
+                timer.daemon = True
+                timer.start()
+        return report
 
-    def refresh_all(self) -> None:
-        """Read the live status of unfinished resources of every binding not syncing now."""
-        for binding_id, sync in self.syncs.items():
-            if self.leases is not None and not self.leases.holds(binding_id):
-                continue
-            lock = self.locks[binding_id]
-            # Wait for a short sync to finish rather than skip: polls and refreshes fall on
-            # the same ticks whenever one interval divides the other.
-            if not lock.acquire(timeout=STATUS_REFRESH_SECONDS):
-                continue
+    def refresh_binding(self, binding_id: str) -> None:
+        if self.leases is not None and not self.leases.holds(binding_id):
+            return
+        if self.locks[binding_id].acquire(timeout=STATUS_REFRESH_SECONDS):
             try:
-                sync.refresh()
+                self.syncs[binding_id].refresh()
             except Exception:
                 log.exception("status refresh crashed", extra={"binding": binding_id})
             finally:
-                lock.release()
+                self.locks[binding_id].release()
+
+    def refresh_all(self) -> None:
+        """Read the live status of unfinished resources of every binding not syncing now."""
+        # A refresh waits for a short sync to finish rather than skip it: polls and
+        # refreshes fall on the same ticks whenever one interval divides the other.
+        for binding_id in self.syncs:
+            self.refresh_binding(binding_id)
 
     def reconcile_all(self, *, force: bool = False) -> list[SyncReport]:
         return [r for b in self.syncs if (r := self.reconcile(b, force=force)) is not None]
@@ -134,7 +149,20 @@ class Service:
         """Run a sync now, in the background (webhooks, the refresh endpoint)."""
         if binding_id not in self.syncs:
             return False
-        threading.Thread(target=self.reconcile, args=(binding_id,), daemon=True).start()
+        with self.trigger_lock:
+            if binding_id in self.triggered:
+                return True  # one is already waiting to run: it will see this push too
+            self.triggered.add(binding_id)
+
+        def run() -> None:
+            # Waits for a running sync or refresh instead of being dropped; leaves the
+            # waiting set just before it polls, so a push arriving during this sync
+            # triggers one more.
+            with self.trigger_lock:
+                self.triggered.discard(binding_id)
+            self.reconcile(binding_id, wait=TRIGGER_WAIT_SECONDS)
+
+        threading.Thread(target=run, daemon=True, name=f"trigger-{binding_id}").start()
         return True
 
     def run(self, *, serve_http: Callable[[Service], Callable[[], None]] | None = None) -> None:
@@ -148,7 +176,8 @@ class Service:
                           id="leases")
         for binding_id, sync in self.syncs.items():
             scheduler.add_job(self.reconcile, "interval", seconds=sync.binding.interval,
-                              args=[binding_id], id=binding_id, next_run_time=_now())
+                              args=[binding_id], kwargs={"wait": 0}, id=binding_id,
+                              next_run_time=_now())
         scheduler.add_job(self.refresh_all, "interval", seconds=STATUS_REFRESH_SECONDS,
                           id="status-refresh")
         stop_http = serve_http(self) if serve_http else None

@@ -302,3 +302,20 @@ def test_incremental_plan_matches_the_full_plan(world: World, monkeypatch) -> No
             assert sizes and sizes[0] < len(tree.index)  # it did plan only a subset
         assert got.to_json(head) == expected.to_json(head)
         world.sync()
+
+
+def test_a_trigger_during_a_running_sync_is_not_dropped(world: World) -> None:
+    import threading
+    import time
+
+    world.push({"a.yaml": job("a")})
+    lock = world.service.locks["team-a"]
+    lock.acquire()  # a sync (or refresh) is running
+    assert world.service.trigger("team-a")
+    assert world.service.trigger("team-a")  # a second push meanwhile: one run covers both
+    threading.Timer(0.3, lock.release).start()
+    deadline = time.monotonic() + 20
+    while world.backend() != {"a"}:
+        assert time.monotonic() < deadline, "the triggered sync never ran"
+        time.sleep(0.05)
+    assert [op for op, _ in world.provider.calls].count("create") == 1
