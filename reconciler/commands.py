@@ -94,13 +94,57 @@ def cmd_plan(args: argparse.Namespace) -> int:
     tree = DesiredTree.read(commit, binding.project, sync.source.read_tree(commit, binding.path))
     problems = tree.problems
     the_plan = sync.plan_commit(tree)
+    server = server_dry_run(settings, binding, the_plan, tree, commit) if not problems else {}
+    problems += [p for result in server.values() for p in result["problems"]]
     if args.output == "json":
-        print(the_plan.to_json(commit, [p.as_dict() for p in problems]))
+        data = the_plan.to_dict(commit, [p.as_dict() for p in problems])
+        for action in data["actions"]:
+            found = server.get((action["kind"], action["name"]))
+            if found:
+                action["server"] = {k: v for k, v in found.items() if k != "problems"}
+        print(json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, default=str))
     else:
         print(plan_text(commit, the_plan, problems))
+        for (kind, name), found in sorted(server.items()):
+            shown = {k: v for k, v in found.items() if v and k != "problems"}
+            if shown:
+                print(f"  server dry run of {kind}/{name}: "
+                      + ", ".join(f"{k} {v}" for k, v in shown.items()))
     if problems or the_plan.blocked:
         return EXIT_PROBLEMS
     return EXIT_CHANGES if the_plan.has_changes else EXIT_OK
+
+
+def server_dry_run(settings: Settings, binding, the_plan, tree: DesiredTree,
+                   commit: str) -> dict:
+    """For a backend with a server-side dry run (the Nodus API): what the server would
+    default (the GPU memory floor, the estimate) or reject, per created or patched
+    resource. Other backends: nothing."""
+    provider_settings = settings.provider_settings(binding.provider)
+    if provider_settings.get("type", binding.provider) != "nodus":
+        return {}
+    from providers.registry import build_provider
+    from reconciler.apply import ApplyContext, merge_patch, workload_for
+
+    provider = build_provider(binding.provider, provider_settings, settings.state_dir)
+    ctx = ApplyContext(binding.id, binding.project, settings.instance, binding.url, commit)
+    manifests = {(m.kind, m.name): m for m in tree.manifests}
+    results = {}
+    for action in the_plan.actions:
+        if action.action.value not in ("create", "patch", "replace") or not action.manifest:
+            continue
+        workload = workload_for(action.manifest, action.key, action.spec_hash, action.file, ctx)
+        changes = merge_patch(action.changes, action.manifest) if (
+            action.action.value == "patch") else None
+        result = provider.dry_run(workload, changes)
+        m = manifests.get((action.key.kind, action.key.name))
+        line_of = m.doc.line_of if m is not None else (lambda _path: 1)
+        results[(action.key.kind, action.key.name)] = {
+            "minMemory": result.min_memory, "estimateUSD": result.estimate,
+            "message": result.message,
+            "problems": result.problems(action.file, line_of, kind=action.key.kind,
+                                        name=action.key.name)}
+    return results
 
 
 def _service(settings: Settings, store: Store):
