@@ -23,14 +23,16 @@ def job(name: str, cap: str = "1.00") -> str:
             f"  command: [python3, -c, pass]\n  maxCostUSD: \"{cap}\"\n")
 
 
-def run(state_url: str, tmp: Path, repo: ManifestRepo, failpoint: str | None) -> int:
+def run(state_url: str, tmp: Path, repo: ManifestRepo, failpoint: str | None,
+        replica: str | None = None) -> int:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("NODUS_GITOPS_FAILPOINT", None)
     if failpoint:
         env["NODUS_GITOPS_FAILPOINT"] = failpoint
     done = subprocess.run(
         [sys.executable, "-m", "tests.support.crash_runner", state_url, str(tmp / "state"),
-         str(repo.bare), str(tmp / "backend")], cwd=ROOT, env=env, capture_output=True,
+         str(repo.bare), str(tmp / "backend"), *([replica] if replica else [])], cwd=ROOT,
+        env=env, capture_output=True,
         text=True, timeout=120)
     if done.returncode not in (0, -signal.SIGKILL):
         raise AssertionError(done.stderr)
@@ -85,3 +87,21 @@ def test_kill_at_each_step(failpoint: str, manifest_repo: ManifestRepo, tmp_path
         assert live == {"a": "2.00", "c": "1.00", "d": "1.00"}
     else:
         assert live == {"a": "1.00", "b": "1.00", "c": "1.00"}
+
+
+@pytest.mark.parametrize("failpoint", ["after-intent-create", "after-provider-create",
+                                       "after-provider-create:2", "after-record-create"])
+def test_a_second_replica_takes_over_a_killed_one(failpoint: str, manifest_repo: ManifestRepo,
+                                                   tmp_path: Path, state_url: str) -> None:
+    backend = DirProvider(tmp_path / "backend")
+    for name in "abc":
+        manifest_repo.write(f"{name}.yaml", job(name))
+    manifest_repo.commit("three jobs")
+    manifest_repo.push()
+    # Replica A is killed mid-sync, holding the lease; replica B waits it out, resolves
+    # A's pending intents and finishes the commit.
+    assert run(state_url, tmp_path, manifest_repo, failpoint, "replica-a") == -signal.SIGKILL
+    assert run(state_url, tmp_path, manifest_repo, None, "replica-b") == 0
+    assert agrees(state_url, backend) == {"a": "1.00", "b": "1.00", "c": "1.00"}
+    created = backend.creations()
+    assert sorted(created) == sorted(set(created)) and len(created) == 3
