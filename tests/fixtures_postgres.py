@@ -38,7 +38,7 @@ def pg_state_url() -> Iterator[str]:
     if reason:
         pytest.skip(reason)
     schema = f"nodus_test_{uuid.uuid4().hex[:12]}"
-    admin = create_engine(PG_URL)
+    admin = create_engine(PG_URL, pool_pre_ping=True)  # survives a server restart
     with admin.begin() as conn:
         conn.execute(text(f'CREATE SCHEMA "{schema}"'))
     try:
