@@ -6,10 +6,7 @@ Both hosts take our four states as they are (they also have `warning`, unused he
 
 from __future__ import annotations
 
-from reconciler.checks.base import ApiClient, describe
-from reconciler.checks.model import CheckRun
-
-MAX_DESCRIPTION = 140  # GitHub's documented limit, kept everywhere so hosts read the same
+from reconciler.checks.github import GitHubStatusWriter
 
 
 def gitea_auth(token: str) -> dict[str, str]:
@@ -20,16 +17,8 @@ def default_api_url(web_base: str) -> str:
     return f"{web_base}/api/v1"
 
 
-class GiteaStatusWriter:
+class GiteaStatusWriter(GitHubStatusWriter):
+    """Gitea's commit status API has GitHub's request shape (path, states, fields); only
+    the host, the API prefix and the token scheme differ, and those live in the client."""
+
     name = "gitea"
-
-    def __init__(self, api: ApiClient, repository: str) -> None:
-        self._api = api
-        self._repo = repository  # owner/name
-
-    def post(self, run: CheckRun) -> None:
-        body = {"state": run.state.value, "context": run.context,
-                "description": describe(run, MAX_DESCRIPTION)}
-        if run.details_url:
-            body["target_url"] = run.details_url
-        self._api.request("POST", f"/repos/{self._repo}/statuses/{run.commit}", json=body)
