@@ -8,18 +8,12 @@ Every problem names the file, the line, the resource and the JSON path of the fi
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
-from functools import cache
 from typing import Any
 
-import fastjsonschema
-from jsonschema import Draft202012Validator, ValidationError
-
-import schemas
 from reconciler.composite import (
     cell_job_name,
     find_cycle,
@@ -32,6 +26,7 @@ from reconciler.gpu import effective_min_memory
 from reconciler.identity import API_VERSION, KINDS, Kind
 from reconciler.manifests import Document, FieldPath, Manifest, load_documents
 from reconciler.quantities import parse_time, parse_usd
+from reconciler.schema_check import json_type, schema_problems, show
 
 MAX_STAGE_JOB_NAME = 62
 MAX_NAME = 63
@@ -42,7 +37,6 @@ _GITHUB_REPO = re.compile(
     r"^(?:[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+|https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+?"
     r"(?:\.git)?/?)$"
 )
-_ANNOTATION_KEYWORDS = frozenset({"description", "title", "default", "examples"})
 
 
 @dataclass(frozen=True, order=True)
@@ -82,134 +76,6 @@ def json_path(path: Iterable[str | int]) -> str:
     return out
 
 
-def _show(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=str)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-# --- schemas -------------------------------------------------------------------------
-
-
-def _inline_refs(node: Any, documents: dict[str, dict], current: str) -> Any:
-    """Replace every `$ref` (`#/$defs/x` or `defs.schema.json#/$defs/x`) by its content, so
-    validating a document never resolves a reference (several times faster)."""
-    if isinstance(node, list):
-        return [_inline_refs(n, documents, current) for n in node]
-    if not isinstance(node, dict):
-        return node
-    node = {k: _inline_refs(v, documents, current) for k, v in node.items() if k != "$defs"}
-    ref = node.get("$ref")
-    if not isinstance(ref, str) or "#/$defs/" not in ref:
-        return node
-    file, _, name = ref.partition("#/$defs/")
-    file = file or current
-    target = _inline_refs(documents[file]["$defs"][name], documents, file)
-    siblings = {k: v for k, v in node.items() if k != "$ref"}
-    clash = any(k in target and target[k] != v and k not in _ANNOTATION_KEYWORDS
-                for k, v in siblings.items())
-    if clash:  # keep the exact meaning of `$ref` beside other keywords
-        return {"allOf": [target], **siblings}
-    return {**target, **siblings}
-
-
-@cache
-def _validator(kind: str) -> Draft202012Validator:
-    documents = {name: schemas.load(name) for name in
-                 (schemas.SHARED_FILE, *schemas.KIND_FILES.values())}
-    filename = schemas.KIND_FILES[kind]
-    schema = _inline_refs(documents[filename], documents, filename)
-    schema.pop("$id", None)
-    return Draft202012Validator(schema)
-
-
-@cache
-def _fast_check(kind: str) -> Callable[[Any], Any]:
-    """The same schema compiled to Python code by fastjsonschema: about fifteen times
-    faster than jsonschema on a valid manifest. It only answers valid or not; jsonschema
-    then explains a failure. The inlined schema uses no keyword whose meaning differs
-    between draft-07 and 2020-12, and defaults are never written into the manifest."""
-    schema = dict(_validator(kind).schema)
-    schema["$schema"] = "http://json-schema.org/draft-07/schema#"
-    return fastjsonschema.compile(schema, use_default=False, use_formats=False)
-
-
-def _schema_problems(manifest: Manifest) -> Iterator[tuple[FieldPath, str, bool]]:
-    """(path, message, points at the key) for every schema error of one manifest."""
-    try:
-        _fast_check(manifest.kind)(manifest.body)
-        return
-    except fastjsonschema.JsonSchemaException:
-        pass
-    for error in _validator(manifest.kind).iter_errors(manifest.body):
-        yield from _describe(error)
-
-
-def _describe(error: ValidationError) -> Iterator[tuple[FieldPath, str, bool]]:
-    path = tuple(error.absolute_path)
-    value = error.instance
-    keyword = error.validator
-    schema = error.schema if isinstance(error.schema, dict) else {}
-    if "propertyNames" in error.absolute_schema_path:
-        hint = error.message
-        if schema.get("patternErrorMessage"):
-            hint = f"{_show(value)} {schema['patternErrorMessage']}"
-        yield path + (value,), hint, True
-        return
-    if keyword == "additionalProperties":
-        known = set(schema.get("properties", {}))
-        patterns = [re.compile(p) for p in schema.get("patternProperties", {})]
-        for extra in sorted(k for k in value if k not in known
-                            and not any(p.search(k) for p in patterns)):
-            allowed = ", ".join(sorted(known))
-            yield path + (extra,), f"unknown field {extra!r} (allowed here: {allowed})", True
-    elif keyword == "required":
-        missing = error.message.split("'")[1] if "'" in error.message else error.message
-        yield path + (missing,), "required field is missing", True
-    elif keyword == "pattern" and schema.get("patternErrorMessage"):
-        yield path, f"{_show(value)} {schema['patternErrorMessage']}", False
-    elif keyword == "type":
-        wanted = error.validator_value
-        wanted = " or ".join(_TYPE_WORDS.get(w, w) for w in (
-            wanted if isinstance(wanted, list) else [wanted]))
-        hint = f' (quote it: "{value}")' if wanted == "string" and not isinstance(
-            value, dict | list) else ""
-        yield path, f"{_show(value)} is a {_json_type(value)}, expected a {wanted}{hint}", False
-    elif keyword == "enum":
-        choices = ", ".join(str(c) for c in error.validator_value)
-        yield path, f"{_show(value)} is not one of {choices}", False
-    elif keyword == "const":
-        yield path, f"{_show(value)} must be {_show(error.validator_value)}", False
-    elif keyword in ("minimum", "exclusiveMinimum"):
-        yield path, f"{_show(value)} must be at least {error.validator_value}", False
-    elif keyword in ("maximum", "exclusiveMaximum"):
-        yield path, f"{_show(value)} must be at most {error.validator_value}", False
-    elif keyword == "minItems":
-        yield path, f"needs at least {error.validator_value} entries", False
-    elif keyword == "maxItems":
-        yield path, f"has {len(value)} entries; at most {error.validator_value} allowed", False
-    elif keyword == "maxProperties":
-        yield path, f"has {len(value)} entries; at most {error.validator_value} allowed", False
-    elif keyword == "maxLength":
-        yield path, f"{_show(value)} is longer than {error.validator_value} characters", False
-    else:
-        yield path, error.message, False
-
-
-# JSON Schema's type names as a YAML author reads them.
-_TYPE_WORDS = {"object": "mapping", "array": "list", "integer": "whole number",
-               "number": "number", "string": "string", "boolean": "boolean"}
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if value is None:
-        return "null"
-    return {dict: "mapping", list: "list", str: "string"}.get(type(value), type(value).__name__)
-
-
 # --- the platform's rules ----------------------------------------------------------------
 
 
@@ -246,7 +112,7 @@ def _check_cost(c: _Collector, spec: dict, at: FieldPath) -> Decimal | None:
     text = spec.get("maxCostUSD")
     value = parse_usd(text) if isinstance(text, str) else None
     if value is not None and value <= 0:
-        c.add(at + ("maxCostUSD",), f"{_show(text)} must be more than 0")
+        c.add(at + ("maxCostUSD",), f"{show(text)} must be more than 0")
         return None
     return value
 
@@ -260,7 +126,7 @@ def _check_run_fields(c: _Collector, spec: dict, at: FieldPath) -> None:
     when = spec.get("completeByTime")
     if isinstance(when, str) and parse_time(when) is None:
         c.add(at + ("completeByTime",),
-              f"{_show(when)} is not an RFC 3339 time (use 2026-12-01T18:00:00Z)")
+              f"{show(when)} is not an RFC 3339 time (use 2026-12-01T18:00:00Z)")
 
 
 def _check_job_spec(c: _Collector, spec: dict, at: FieldPath) -> None:
@@ -283,13 +149,13 @@ def _check_job_spec(c: _Collector, spec: dict, at: FieldPath) -> None:
             seen.setdefault(name, i)
         if isinstance(path, str) and not _under_outputs(path):
             c.add(at + ("outputs", i, "path"),
-                  f"{_show(path)} must lie under {OUTPUTS_ROOT} (absolute, without '..')")
+                  f"{show(path)} must lie under {OUTPUTS_ROOT} (absolute, without '..')")
     git = _get(spec, "source", "git")
     if isinstance(git, dict):
         repo = git.get("repo")
         if isinstance(repo, str) and not _GITHUB_REPO.match(repo):
             c.add(at + ("source", "git", "repo"),
-                  f"{_show(repo)} is not owner/repository or a GitHub HTTPS URL")
+                  f"{show(repo)} is not owner/repository or a GitHub HTTPS URL")
         if repo is not None and not git.get("ref"):
             c.add(at + ("source", "git", "ref"),
                   "ref is required with repo: set a branch, tag or commit", key=True)
@@ -338,12 +204,12 @@ def _check_pipeline(c: _Collector, m: Manifest) -> None:
             if dep == name:
                 c.add(at + ("dependsOn", j), f"stage {name!r} depends on itself")
             elif dep not in names:
-                c.add(at + ("dependsOn", j), f"{_show(dep)} is not a stage of this pipeline "
+                c.add(at + ("dependsOn", j), f"{show(dep)} is not a stage of this pipeline "
                       f"(stages: {', '.join(names)})")
         for j, inp in _dicts(stage.get("inputs")):
             src, output = inp.get("fromStage"), inp.get("output")
             if src not in names:
-                c.add(at + ("inputs", j, "fromStage"), f"{_show(src)} is not a stage of this "
+                c.add(at + ("inputs", j, "fromStage"), f"{show(src)} is not a stage of this "
                       "pipeline")
                 continue
             if src not in deps:
@@ -353,7 +219,7 @@ def _check_pipeline(c: _Collector, m: Manifest) -> None:
             if output not in declared:
                 have = ", ".join(str(d) for d in declared) or "none"
                 c.add(at + ("inputs", j, "output"), f"stage {src!r} declares no output "
-                      f"{_show(output)} (its outputs: {have})")
+                      f"{show(output)} (its outputs: {have})")
         job = merged.get(name, {})
         if "command" not in job:
             c.add(at + ("template",), "stage has no command: set template.command or "
@@ -391,7 +257,7 @@ def _check_sweep(c: _Collector, m: Manifest) -> None:
     if isinstance(allowed, list):
         for i, region in enumerate(matrix.get("regions") or []):
             if region not in allowed:
-                c.add(("spec", "matrix", "regions", i), f"{_show(region)} is not within the "
+                c.add(("spec", "matrix", "regions", i), f"{show(region)} is not within the "
                       f"template's placement.regions ({', '.join(map(str, allowed))})")
     if m.name and count and count <= MAX_SWEEP_CELLS:
         last = cell_job_name(m.name, count - 1)
@@ -418,11 +284,11 @@ def validate_manifest(manifest: Manifest) -> list[Problem]:
     kind = manifest.body.get("kind")
     if kind not in KINDS:
         if manifest.body.get("apiVersion") != API_VERSION:
-            c.add(("apiVersion",), f"{_show(manifest.body.get('apiVersion'))} must be "
-                  f"{_show(API_VERSION)}")
-        c.add(("kind",), f"{_show(kind)} is not one of {', '.join(KINDS)}")
+            c.add(("apiVersion",), f"{show(manifest.body.get('apiVersion'))} must be "
+                  f"{show(API_VERSION)}")
+        c.add(("kind",), f"{show(kind)} is not one of {', '.join(KINDS)}")
         return c.problems
-    for path, message, key in _schema_problems(manifest):
+    for path, message, key in schema_problems(manifest.kind, manifest.body):
         c.add(path, message, key=key)
     _RULES[Kind(kind)](c, manifest)
     return c.problems
@@ -451,7 +317,7 @@ def manifests_from_documents(documents: list[Document]) -> tuple[list[Manifest],
             manifests.append(Manifest(doc))
         else:
             problems.append(Problem(doc.file, doc.line, "", "", "", f"document {doc.index + 1} "
-                                    f"is a {_json_type(doc.data)}; a manifest is a mapping with "
+                                    f"is a {json_type(doc.data)}; a manifest is a mapping with "
                                     "apiVersion, kind, metadata and spec"))
     return manifests, problems
 
