@@ -59,13 +59,17 @@ def build_provider(name: str, settings: dict[str, Any], state_dir: Path) -> Prov
 
         root = Path(settings.get("root") or state_dir / "local")
         inner: Provider = LocalProvider(root, local_config(name, settings))
+    elif kind == "slurm":
+        from providers.slurm import SlurmProvider, from_settings
+
+        inner = SlurmProvider(from_settings(name, settings, state_dir))
     elif kind == "nodus":
         from providers.nodus import NodusProvider
 
         inner = NodusProvider.from_settings(name, settings)
     else:
         raise ConfigError(f"providers.{name}.type: {kind!r} is not available in this build "
-                          f"(known: {', '.join(KNOWN_TYPES)}; available: local, nodus)")
+                          f"(known: {', '.join(KNOWN_TYPES)}; available: local, slurm, nodus)")
     from reconciler.workloads import CompositeProvider
 
     return CompositeProvider(inner, state_dir / "workloads")

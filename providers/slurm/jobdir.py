@@ -1,0 +1,151 @@
+"""A Job's directory on the cluster's shared filesystem, `<root>/<project>/<name>/`:
+
+    job.json        the provider's record: manifest, idempotency key, submissions, the
+                    finished runs, the result (written atomically, under job.lock)
+    wrapper.sh      the batch script every submission runs
+    outputs/        the Job's /nodus/outputs (declared outputs are hashed from here)
+    state/<index>/  each index's checkpoint directory (/nodus/state)
+    logs/<index>-<attempt>.log, units/<index>-<attempt>.jsonl, exits/<index>-<attempt>
+    slurm/<jobid>.out  what Slurm itself writes (the wrapper's own errors)
+
+The wrapper, running as the job's user on a compute node, creates the per-index
+directories; the provider creates the rest and hands the tree to that user when the
+reconciler runs as root.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pwd
+import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from reconciler.errors import PermanentError
+from reconciler.identity import ResourceKey
+
+_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def write_json(path: Path, doc: Any) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "w") as f:
+        json.dump(doc, f)
+    os.replace(tmp, path)
+
+
+class JobDir:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def for_key(cls, root: Path, key: ResourceKey) -> JobDir:
+        for part in (key.project, key.name):
+            if not _SAFE.match(part):
+                raise PermanentError(f"{key.short}: {part!r} cannot name a directory on the "
+                                     "cluster's shared filesystem")
+        return cls(root / key.project / key.name)
+
+    record = property(lambda self: self.path / "job.json")
+    wrapper = property(lambda self: self.path / "wrapper.sh")
+    outputs = property(lambda self: self.path / "outputs")
+    logs = property(lambda self: self.path / "logs")
+    units = property(lambda self: self.path / "units")
+    exits = property(lambda self: self.path / "exits")
+    slurm = property(lambda self: self.path / "slurm")
+
+    def state(self, index: int) -> Path:
+        return self.path / "state" / str(index)
+
+    def tombstone(self) -> Path:
+        return self.path.parent / ".tombstones" / f"{self.path.name}.json"
+
+    def exists(self) -> bool:
+        return self.record.exists()
+
+    def read(self) -> dict[str, Any] | None:
+        return read_json(self.record)
+
+    def write(self, doc: dict[str, Any]) -> None:
+        write_json(self.record, doc)
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        self.path.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path / "job.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def prepare(self, wrapper: str, user: str) -> None:
+        """Create the directories the provider owns and the wrapper; when the reconciler
+        runs as root and jobs run as another user, hand them to that user."""
+        for d in (self.outputs, self.logs, self.units, self.exits, self.slurm,
+                  self.path / "state", self.path / "work"):
+            d.mkdir(parents=True, exist_ok=True)
+        self.wrapper.write_text(wrapper)
+        self.wrapper.chmod(0o755)
+        if os.geteuid() == 0 and user != "root":
+            try:
+                pw = pwd.getpwnam(user)
+            except KeyError:
+                return  # a user unknown here: the shared filesystem maps it
+            for dirpath, _dirs, files in os.walk(self.path):
+                os.chown(dirpath, pw.pw_uid, pw.pw_gid)
+                for name in files:
+                    os.chown(os.path.join(dirpath, name), pw.pw_uid, pw.pw_gid)
+
+    def exit_status(self, index: int, attempt: int) -> int | None:
+        """The command's exit code the wrapper recorded, None when it recorded none."""
+        try:
+            return int((self.exits / f"{index}-{attempt}").read_text().strip())
+        except (OSError, ValueError):
+            return None
+
+    def killed_for_memory(self, job_id: int) -> bool:
+        """Whether Slurm noted, in the job's own output, that it killed the job for
+        exceeding its memory (JobAcctGatherParams=OverMemoryKill, without cgroups)."""
+        try:
+            text = (self.slurm / f"{job_id}.out").read_text(errors="replace")
+        except OSError:
+            return False
+        return "exceeded memory limit" in text or "Exceeded job memory limit" in text
+
+    def unit_count(self) -> int:
+        total = 0
+        if self.units.is_dir():
+            for f in self.units.glob("*.jsonl"):
+                with open(f, "rb") as fh:
+                    total += sum(1 for line in fh if line.strip())
+        return total
+
+    def clear_state(self, index: int) -> None:
+        shutil.rmtree(self.state(index), ignore_errors=True)
+
+    def log_lines(self, index: int | None) -> list[str]:
+        """The lines of the newest attempt of one index (index 0 by default)."""
+        index = 0 if index is None else index
+        logs = sorted(self.logs.glob(f"{index}-*.log"),
+                      key=lambda p: int(p.stem.split("-")[1]) if p.stem.split("-")[1].isdigit()
+                      else 0) if self.logs.is_dir() else []
+        if not logs:
+            return []
+        return logs[-1].read_text(errors="replace").splitlines()
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)

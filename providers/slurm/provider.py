@@ -1,0 +1,383 @@
+"""`SlurmProvider`: the Provider protocol over slurmrestd, scontrol and a shared directory.
+
+A Job is one batch job, an Indexed Job one job array (`--array=0-(n-1)%parallelism`).
+create writes the Job's directory and record first (an intent), then submits; the job's
+name carries a hash of the idempotency key, so a create after a crash or a lost response
+finds the job it already submitted (GET /jobs, by name and comment) instead of submitting
+twice. Every get() is one control step under the Job's lock: read the runs, decide
+(`status.decide`), act (resubmit failed indexes up to backoffLimit, cancel, suspend,
+hold, resume), and once the Job is finished record its outputs with their SHA-256 and
+keep the result, so a finished Job costs no more requests.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from providers.base import Observed, Workload
+from providers.local.cost import estimate, run_rate
+from providers.local.outputs import OutputError, collect
+from providers.local.spec import JobSpec, Output, SpecError, parse_job
+from providers.slurm import observe, runs, submit
+from providers.slurm.client import SlurmClient, SlurmRequestError
+from providers.slurm.config import SlurmConfig
+from providers.slurm.jobdir import JobDir, read_json, write_json
+from providers.slurm.scontrol import Scontrol
+from providers.slurm.status import Decision, decide
+from reconciler.errors import NotFoundError, PermanentError, ProviderError
+from reconciler.identity import LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE, ResourceKey
+from reconciler.phases import Phase, Reason
+
+PATCHABLE = frozenset({"state", "timeout", "activeDeadlineSeconds", "maxCostUSD",
+                       "ttlSecondsAfterFinished", "expectedDuration", "completeByTime"})
+SHIM_SOURCE = Path(__file__).resolve().parent.parent / "local" / "shim" / "nodus"
+
+
+class SlurmProvider:
+    """Runs Jobs on a Slurm cluster through slurmrestd (v0.0.36 to v0.0.38)."""
+
+    name = "slurm"
+    native_kinds = frozenset({"Job"})
+
+    def __init__(self, config: SlurmConfig, *, client: SlurmClient | None = None,
+                 scontrol: Scontrol | None = None, clock: Callable[[], float] = time.time):
+        self.config = config
+        self.root = Path(config.root).resolve()
+        self.client = client or SlurmClient(config)
+        self.scontrol = scontrol or Scontrol(config.scontrol, config.slurm_conf)
+        self._clock = clock
+        self._shim: Path | None = None
+
+    @property
+    def capabilities(self) -> dict[str, bool]:
+        """What this backend can do: suspend/resume need scontrol on this host."""
+        can = self.scontrol.available
+        return {"suspend": can, "resume": can, "cancel": True, "indexed": True,
+                "requeue": True, "timeoutPatch": can}
+
+    # -- helpers -------------------------------------------------------------------
+    def _dir(self, key: ResourceKey) -> JobDir:
+        if key.kind != "Job":
+            raise PermanentError(f"the slurm backend runs Jobs; {key.short} is driven as Jobs "
+                                 "by the reconciler's controllers")
+        return JobDir.for_key(self.root, key)
+
+    @staticmethod
+    def _parse(manifest: dict[str, Any]) -> JobSpec:
+        try:
+            return parse_job(manifest)
+        except SpecError as exc:
+            raise PermanentError(str(exc)) from None
+
+    def _shim_dir(self) -> Path:
+        """The `nodus` SDK stand-in, copied once onto the shared filesystem."""
+        if self._shim is None:
+            dest = self.root / ".nodus" / "shim"
+            target = dest / "nodus"
+            target.mkdir(parents=True, exist_ok=True)
+            for src in SHIM_SOURCE.glob("*.py"):
+                if not (target / src.name).exists() or \
+                        (target / src.name).read_bytes() != src.read_bytes():
+                    shutil.copyfile(src, target / src.name)
+            self._shim = dest
+        return self._shim
+
+    # -- Provider protocol -----------------------------------------------------------
+    def create(self, workload: Workload, idempotency_key: str) -> Observed:
+        key = workload.key
+        jd = self._dir(key)
+        with jd.locked():
+            doc = jd.read()
+            if doc is not None:
+                if doc.get("idempotencyKey") != idempotency_key:
+                    raise PermanentError(f"{key.short} already exists (created with another "
+                                         "idempotency key); delete it before creating it again")
+                return self._step(key, jd, doc) or self._observe_result(key, doc)
+            stone = read_json(jd.tombstone())
+            if stone and stone.get("idempotencyKey") == idempotency_key:
+                return self._observe_result(key, stone)
+            spec = self._parse(workload.manifest)
+            now = self._clock()
+            doc = {
+                "key": str(key), "uid": uuid.uuid4().hex[:12],
+                "idempotencyKey": idempotency_key, "specHash": workload.spec_hash,
+                "manifest": workload.manifest, "createdAt": now,
+                "name": submit.job_name(key, idempotency_key),
+                "ratePerSecond": run_rate(spec, self.config.rates),
+                "state": spec.state, "submissions": [], "runs": {}, "result": None,
+                "intent": {"attempt": 0, "indexes": list(range(spec.completions))},
+            }
+            try:
+                doc["partition"] = submit.partition(workload.manifest.get("spec") or {},
+                                                    self.config.partitions,
+                                                    self.config.default_partition)
+            except submit.Unplaceable as exc:
+                doc["intent"] = None
+                self._finish(doc, Phase.FAILED, Reason.CAPACITY_UNAVAILABLE, str(exc), now)
+            if spec.state == Phase.CANCELLED:
+                doc["intent"] = None
+                self._finish(doc, Phase.CANCELLED, None, "created with spec.state Cancelled", now)
+            wrapper = submit.script(spec, jd.path, self.config.sandbox)
+            jd.prepare(wrapper, self.config.job_user)
+            jd.tombstone().unlink(missing_ok=True)
+            jd.write(doc)
+            return self._step(key, jd, doc) or self._observe_result(key, doc)
+
+    def patch(self, workload: Workload, changes: dict[str, Any]) -> Observed:
+        key = workload.key
+        jd = self._dir(key)
+        spec = self._parse(workload.manifest)
+        fixed = sorted(set(changes.get("spec") or {}) - PATCHABLE)
+        if fixed:
+            raise PermanentError(f"{key.short}: spec.{', spec.'.join(fixed)} cannot change on a "
+                                 "created Job; it must be replaced")
+        if not jd.exists():
+            raise NotFoundError(f"{key.short} does not exist")
+        with jd.locked():
+            doc = jd.read()
+            if doc is None:
+                raise NotFoundError(f"{key.short} does not exist")
+            old = self._parse(doc["manifest"])
+            if spec.state == Phase.SUSPENDED and old.state != Phase.SUSPENDED \
+                    and not self.scontrol.available and not doc.get("result"):
+                raise PermanentError(f"{key.short}: this slurm backend cannot suspend (no "
+                                     "scontrol on the reconciler's host; set the provider's "
+                                     "scontrol); cancel it or leave it running")
+            if old.max_cost is not None and spec.max_cost is not None \
+                    and spec.max_cost < old.max_cost:
+                raise PermanentError(f"{key.short}: spec.maxCostUSD can only be raised (from "
+                                     f"{old.max_cost} to {spec.max_cost})")
+            if spec.state != doc["state"]:
+                doc["scontrolError"] = None  # a new request; its own failure is reported
+            doc.update(manifest=workload.manifest, specHash=workload.spec_hash,
+                       state=spec.state)
+            if spec.timeout != old.timeout and spec.timeout is not None:
+                self._move_time_limits(doc, spec)
+            jd.write(doc)
+            return self._step(key, jd, doc) or self._observe_result(key, doc)
+
+    def delete(self, key: ResourceKey) -> None:
+        jd = self._dir(key)
+        jd.tombstone().unlink(missing_ok=True)
+        if not jd.path.exists():
+            return
+        with jd.locked():
+            doc = jd.read() or {}
+            for sub in doc.get("submissions") or []:
+                if sub.get("open"):
+                    self.client.cancel(sub["jobId"])
+            if (doc.get("intent") or {}).get("tried"):
+                self._adopt(doc)
+                for sub in doc.get("submissions") or []:
+                    self.client.cancel(sub["jobId"])
+        jd.remove()
+
+    def get(self, key: ResourceKey) -> Observed | None:
+        jd = self._dir(key)
+        if not jd.exists():
+            return None
+        with jd.locked():
+            doc = jd.read()
+            return None if doc is None else self._step(key, jd, doc)
+
+    def list_owned(self, project: str, instance: str) -> list[Observed]:
+        base = self.root / project
+        found: list[Observed] = []
+        for entry in sorted(base.iterdir()) if base.is_dir() else []:
+            doc = read_json(entry / "job.json")
+            if not doc:
+                continue
+            labels = (doc["manifest"].get("metadata") or {}).get("labels") or {}
+            if labels.get(LABEL_MANAGED_BY) != MANAGED_BY_VALUE \
+                    or labels.get(LABEL_INSTANCE) != instance:
+                continue
+            observed = self.get(ResourceKey.parse(doc["key"]))
+            if observed is not None:
+                found.append(observed)
+        return found
+
+    # -- read-only helpers (the CLI, the Pipeline controller) --------------------------
+    def estimate(self, manifest: dict[str, Any]) -> str:
+        return estimate(manifest, self.config.rates)
+
+    def output_location(self, key: ResourceKey, output_name: str) -> Path:
+        """Where a succeeded Job's declared output is on the shared filesystem."""
+        jd = self._dir(key)
+        doc = jd.read() or {}
+        record = ((doc.get("result") or {}).get("outputs") or {}).get(output_name)
+        if record is None:
+            raise NotFoundError(f"{key.short} has no stored output {output_name!r}")
+        rel = Output(output_name, record["path"]).relative
+        return jd.outputs / rel if rel else jd.outputs
+
+    def logs(self, key: ResourceKey, index: int | None = None,
+             follow: bool = False) -> Iterator[str]:
+        """The newest attempt's output of one index (following is not supported)."""
+        return iter(self._dir(key).log_lines(index))
+
+    # -- the control step --------------------------------------------------------------
+    def _adopt(self, doc: dict[str, Any]) -> bool:
+        """A submission that may have happened (crash, lost response): find it by name and
+        comment and record it. True when found."""
+        intent = doc["intent"]
+        key = ResourceKey.parse(doc["key"])
+        note = submit.comment(key, doc["idempotencyKey"], doc["uid"], intent["attempt"])
+        mine = [t for t in self.client.jobs() if t.name == doc["name"] and t.comment == note]
+        if not mine:
+            return False
+        job_id = min(t.array_job_id or t.job_id for t in mine)
+        self._record_submission(doc, intent, job_id)
+        return True
+
+    def _record_submission(self, doc: dict[str, Any], intent: dict[str, Any],
+                           job_id: int) -> None:
+        spec = self._parse(doc["manifest"])
+        doc["submissions"].append({
+            "attempt": intent["attempt"], "jobId": job_id, "indexes": intent["indexes"],
+            "open": intent["indexes"], "array": spec.completions > 1, "time": self._clock()})
+        doc["intent"] = None
+
+    def _submit_intent(self, key: ResourceKey, jd: JobDir, doc: dict[str, Any]) -> None:
+        intent = doc["intent"]
+        if intent.get("tried") and self._adopt(doc):
+            jd.write(doc)
+            return
+        spec = self._parse(doc["manifest"])
+        now = self._clock()
+        remaining = None
+        if spec.timeout is not None:
+            start = observe.first_start([runs.Run(**r) for r in doc["runs"].values()])
+            used = 0.0 if start is None else now - start - observe.suspended_seconds(doc, now)
+            remaining = max(1.0, spec.timeout - used)
+        body = submit.job_body(
+            spec, doc["manifest"].get("spec") or {}, name=doc["name"],
+            note=submit.comment(key, doc["idempotencyKey"], doc["uid"], intent["attempt"]),
+            job_dir=jd.path, shim=self._shim_dir(), attempt=intent["attempt"],
+            indexes=intent["indexes"], partitions=self.config.partitions,
+            default_partition=self.config.default_partition, time_limit=remaining)
+        intent["tried"] = True
+        jd.write(doc)  # a crash from here on is resolved by _adopt, never by a second job
+        try:
+            job_id = self.client.submit(jd.wrapper.read_text(), body)
+        except SlurmRequestError as exc:
+            if self._adopt(doc):  # slurmctld made the job and failed it at once
+                self.client.cancel(doc["submissions"][-1]["jobId"])
+            doc["intent"] = None
+            self._finish(doc, Phase.FAILED, Reason.CAPACITY_UNAVAILABLE,
+                         f"the cluster cannot run this Job: {exc}", now)
+            jd.write(doc)
+            return
+        self._record_submission(doc, intent, job_id)
+        jd.write(doc)
+
+    def _step(self, key: ResourceKey, jd: JobDir, doc: dict[str, Any]) -> Observed | None:
+        if doc.get("result"):
+            return self._expire_or_observe(key, jd, doc)
+        if doc.get("intent"):
+            self._submit_intent(key, jd, doc)
+            if doc.get("result"):
+                return self._observe_result(key, doc)
+        spec = self._parse(doc["manifest"])
+        now = self._clock()
+        before = repr(doc)
+        all_runs = runs.collect(self.client, jd, doc, now)
+        start = observe.first_start(all_runs)
+        active = None if start is None else now - start - observe.suspended_seconds(doc, now)
+        spent = observe.cost(doc, all_runs)
+        capped = spec.max_cost is not None and Decimal(str(round(spent, 6))) >= spec.max_cost
+        d = decide(spec, all_runs, desired=doc["state"], now=now, active_seconds=active,
+                   capped=capped and self.scontrol.available,
+                   cancel_requested=bool(doc.get("cancelled")))
+        self._act(key, jd, doc, d, spec, now)
+        self._track_suspension(doc, d.phase, now)
+        if d.terminal:
+            phase, reason, message = d.phase, d.reason, d.message
+            if phase == Phase.SUCCEEDED:
+                try:
+                    doc["outputs"] = collect(jd.outputs, spec.outputs)
+                except OutputError as exc:
+                    phase, reason, message = Phase.FAILED, Reason.INVALID_OUTPUT_PATH, str(exc)
+            ends = [r.end for r in all_runs if r.end > 0]
+            self._finish(doc, phase, reason, message, max(ends) if ends else now)
+        st = observe.status(doc, all_runs, d.completed, d.failures, d.recoveries,
+                            jd.unit_count(), now)
+        if doc.get("result"):
+            doc["result"]["status"] = st
+        if repr(doc) != before:
+            jd.write(doc)
+        if doc.get("result"):
+            return self._observe_result(key, doc)
+        reason, message = d.reason, d.message
+        if doc.get("scontrolError"):
+            reason, message = Reason.SUSPEND_FAILED, doc["scontrolError"]
+        return observe.to_observed(key, doc, d.phase, reason, message, st)
+
+    def _act(self, key: ResourceKey, jd: JobDir, doc: dict[str, Any], d: Decision,
+             spec: JobSpec, now: float) -> None:
+        if d.cancel:
+            doc["cancelled"] = True
+            for sub in doc["submissions"]:
+                if sub.get("open"):
+                    self.client.cancel(sub["jobId"])
+        if self.scontrol.available and (d.suspend or d.hold or d.resume or d.release):
+            try:
+                self.scontrol.suspend(d.suspend)
+                self.scontrol.hold(d.hold)
+                self.scontrol.resume(d.resume)
+                self.scontrol.release(d.release)
+                doc["scontrolError"] = None
+            except ProviderError as exc:  # reported on the Job (SuspendFailed), tried again
+                doc["scontrolError"] = str(exc)
+        if d.resubmit and not d.terminal:
+            if spec.recovery.continuity == "Restartable":
+                for index in d.recovered:
+                    jd.clear_state(index)
+            doc["intent"] = {"attempt": len(doc["submissions"]), "indexes": d.resubmit}
+            self._submit_intent(key, jd, doc)
+
+    @staticmethod
+    def _track_suspension(doc: dict[str, Any], phase: str, now: float) -> None:
+        if phase == Phase.SUSPENDED and not doc.get("suspendedSince"):
+            doc["suspendedSince"] = now
+        elif phase not in (Phase.SUSPENDED, Phase.SUSPENDING) and doc.get("suspendedSince"):
+            doc["suspendedSeconds"] = observe.suspended_seconds(doc, now)
+            doc["suspendedSince"] = None
+
+    def _finish(self, doc: dict[str, Any], phase: str, reason: str | None,
+                message: str | None, when: float) -> None:
+        doc["result"] = {"phase": str(phase), "reason": str(reason) if reason else None,
+                         "message": message, "completionTime": when,
+                         "outputs": doc.pop("outputs", {}), "status": {}}
+
+    def _observe_result(self, key: ResourceKey, doc: dict[str, Any]) -> Observed:
+        res = doc["result"]
+        st = res.get("status") or observe.status(doc, [], [], 0, 0, 0, res["completionTime"])
+        return observe.to_observed(key, doc, res["phase"], res.get("reason"),
+                                   res.get("message"), st)
+
+    def _expire_or_observe(self, key: ResourceKey, jd: JobDir, doc: dict[str, Any]
+                           ) -> Observed | None:
+        ttl = (doc["manifest"].get("spec") or {}).get("ttlSecondsAfterFinished")
+        done = doc["result"].get("completionTime")
+        if ttl is not None and done is not None and self._clock() >= done + float(ttl):
+            stone = jd.tombstone()
+            stone.parent.mkdir(parents=True, exist_ok=True)
+            write_json(stone, doc)
+            jd.remove()
+            return None
+        return self._observe_result(key, doc)
+
+    def _move_time_limits(self, doc: dict[str, Any], spec: JobSpec) -> None:
+        """A changed timeout moves Slurm's limit of every unfinished submission too."""
+        if not self.scontrol.available or spec.timeout is None:
+            return
+        minutes = submit.time_limit_minutes(spec.timeout)
+        for sub in doc.get("submissions") or []:
+            if sub.get("open") and minutes:
+                self.scontrol.set_time_limit(sub["jobId"], minutes)
