@@ -13,7 +13,7 @@ import dataclasses
 import hashlib
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -364,11 +364,14 @@ class Applier:
                 results.write(self.store)
         return pending
 
-    def refresh(self, binding_id: str) -> list[ResourceKey]:
-        """Read the live status of every unfinished resource into the inventory; returns
-        the keys whose status changed."""
+    def refresh(self, binding_id: str,
+                keys: Iterable[ResourceKey] | None = None) -> list[ResourceKey]:
+        """Read the live status of the binding's unfinished resources (or only `keys`)
+        into the inventory; returns the keys whose status changed."""
         changed = []
-        for record in self.store.list_inventory(binding_id=binding_id):
+        records = self.store.list_unfinished(binding_id) if keys is None else [
+            r for k in keys if (r := self.store.get_resource(k)) is not None]
+        for record in records:
             if is_terminal(record.phase) or record.deleted:
                 continue
             try:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
 from reconciler.identity import ResourceKey
-from reconciler.manifests import Manifest
+from reconciler.manifests import Manifest, bulk_loading
 from reconciler.plan import Desired
 from reconciler.validation import Problem, duplicate_problems, validate_file
 
@@ -45,8 +45,9 @@ class DesiredTree:
     def read(cls, commit: str, project: str, blobs: Mapping[str, bytes],
              prefix: str = "") -> DesiredTree:
         tree = cls(commit, project)
-        for path, content in blobs.items():
-            tree._add(_display(path, prefix), content)
+        with bulk_loading():
+            for path, content in blobs.items():
+                tree._add(_display(path, prefix), content)
         return tree
 
     def updated(self, commit: str, changed: Mapping[str, bytes], deleted: list[str],
@@ -79,8 +80,6 @@ class DesiredTree:
 
     def _add(self, name: str, content: bytes) -> None:
         manifests, problems = validate_file(name, content)
-        if not problems:
-            manifests = [m.without_nodes() for m in manifests]
         desired = () if problems else tuple(
             Desired.of(m.key(self.project), m.body, m.file) for m in manifests)
         result = FileResult(tuple(manifests), tuple(problems), desired,

@@ -77,19 +77,21 @@ class Service:
             lock.release()
         if report.plan is not None and report.plan.has_changes and self.follow_up:
             # What was just started shows its first phases soon after, not at the next
-            # status tick: look again a few times in the next second.
-            for delay in FOLLOW_UP_SECONDS:
-                timer = threading.Timer(delay, self.refresh_binding, args=[binding_id])
+            # status tick: look at those resources again a few times in the next second.
+            keys = [a.key for a in report.plan.actions if a.action.value in (
+                "create", "patch", "replace")]
+            for delay in FOLLOW_UP_SECONDS if keys else ():
+                timer = threading.Timer(delay, self.refresh_binding, args=[binding_id, keys])
                 timer.daemon = True
                 timer.start()
         return report
 
-    def refresh_binding(self, binding_id: str) -> None:
+    def refresh_binding(self, binding_id: str, keys: list | None = None) -> None:
         if self.leases is not None and not self.leases.holds(binding_id):
             return
         if self.locks[binding_id].acquire(timeout=STATUS_REFRESH_SECONDS):
             try:
-                self.syncs[binding_id].refresh()
+                self.syncs[binding_id].refresh(keys)
             except Exception:
                 log.exception("status refresh crashed", extra={"binding": binding_id})
             finally:

@@ -178,10 +178,10 @@ class BindingSync:
         self.last_plan = (tree.commit, {a.key for a in result.actions})
         return result
 
-    def refresh(self) -> int:
-        """Read live status of unfinished resources into the store (and this view), and
-        close the run checks of commits whose resources have all finished."""
-        changed = self.applier.refresh(self.binding.id)
+    def refresh(self, keys: Iterable[ResourceKey] | None = None) -> int:
+        """Read live status of unfinished resources (or only `keys`) into the store and
+        this view, and close the run checks of commits whose resources all finished."""
+        changed = self.applier.refresh(self.binding.id, keys)
         if changed:
             self.inventory.reload(changed)
         for commit, keys in list(self.open_runs.items()):

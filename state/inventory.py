@@ -6,7 +6,7 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from sqlalchemy import Row, Table, bindparam, delete, func, select, update
+from sqlalchemy import Row, Table, bindparam, delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from reconciler.identity import ResourceKey
@@ -17,6 +17,7 @@ from state.records import InventoryRecord
 _R: Table = InventoryItem.__table__  # type: ignore[attr-defined]
 
 UNKNOWN_PHASE = "Unknown"  # the count_by_phase key for resources with no phase yet
+_TERMINAL = ("Succeeded", "Failed", "Cancelled")
 
 
 class InventoryStore(StoreBase):
@@ -30,6 +31,15 @@ class InventoryStore(StoreBase):
         for column, value in (("binding_id", binding_id), ("project", project), ("kind", kind)):
             if value is not None:
                 query = query.where(_R.c[column] == value)
+        with self._read() as conn:
+            return [_inventory(row) for row in conn.execute(query)]
+
+    def list_unfinished(self, binding_id: str) -> list[InventoryRecord]:
+        """The binding's resources not yet in a terminal phase (what a status refresh
+        reads), without loading the finished ones."""
+        query = (select(_R).where(_R.c.binding_id == binding_id, _R.c.deleted.is_(False),
+                                  or_(_R.c.phase.is_(None), _R.c.phase.not_in(_TERMINAL)))
+                 .order_by(_R.c.kind, _R.c.project, _R.c.name))
         with self._read() as conn:
             return [_inventory(row) for row in conn.execute(query)]
 
