@@ -43,16 +43,36 @@ _IMPLICIT = {
 
 
 class _Loader(yaml.CSafeLoader):
-    """libyaml's safe loader with a lean resolver (libyaml calls it once per scalar)."""
+    """libyaml's safe loader with a lean resolver (libyaml calls it once per scalar);
+    plain scalars repeat a lot (keys, enum values), so their tags are remembered."""
+
+    _resolved: dict[str, str] = {}  # plain scalar -> tag; bounded below
 
     def resolve(self, kind: type, value: str, implicit: tuple[bool, bool]) -> str:
         if kind is yaml.ScalarNode:
-            if implicit[0]:
-                for tag, regexp in _IMPLICIT.get(value[:1], ()):
+            if not implicit[0]:
+                return _STR
+            tag = self._resolved.get(value)
+            if tag is None:
+                tag = _STR
+                for candidate, regexp in _IMPLICIT.get(value[:1], ()):
                     if regexp.match(value):
-                        return tag
-            return _STR
+                        tag = candidate
+                        break
+                if len(self._resolved) > 50_000:
+                    self._resolved.clear()
+                if len(value) < 64:
+                    self._resolved[value] = tag
+            return tag
         return _SEQ if kind is yaml.SequenceNode else _MAP
+
+
+_NULL = "tag:yaml.org,2002:null"
+_SCALAR_BUILDERS = {
+    "tag:yaml.org,2002:int": "construct_yaml_int",
+    "tag:yaml.org,2002:float": "construct_yaml_float",
+    "tag:yaml.org,2002:bool": "construct_yaml_bool",
+}
 
 
 class _Builder:
@@ -63,10 +83,17 @@ class _Builder:
     def __init__(self, loader: _Loader) -> None:
         self._loader = loader
         self._memo: dict[int, Any] = {}
+        self._scalars = {tag: getattr(loader, name) for tag, name in _SCALAR_BUILDERS.items()}
 
     def build(self, node: yaml.Node) -> Any:
-        if node.tag == _STR:
+        tag = node.tag
+        if tag == _STR:
             return node.value
+        if tag == _NULL:
+            return None
+        scalar = self._scalars.get(tag)
+        if scalar is not None:
+            return scalar(node)
         memo = self._memo.get(id(node))
         if memo is not None:
             return memo
@@ -76,7 +103,11 @@ class _Builder:
             else:
                 value = {}
                 for key_node, value_node in node.value:
-                    key = self.build(key_node)
+                    key = key_node.value if key_node.tag == _STR else self.build(key_node)
+                    if isinstance(key, list | dict):
+                        raise yaml.constructor.ConstructorError(
+                            None, None, "a list or mapping cannot be a key",
+                            key_node.start_mark)
                     if key in value:
                         raise yaml.constructor.ConstructorError(
                             None, None, f"duplicate key {key!r}", key_node.start_mark)
