@@ -246,7 +246,6 @@ class BindingSync:
             return report
         metrics.observe_fetch(self.binding.id, time.perf_counter() - started)
         self.failures, self.retry_at = 0, 0.0
-        self.store.record_poll(self.binding.id, head, None)
         report.commit = head
         self._preview_branches()
         # 2. Finish what a killed process left half done, before anything new.
@@ -254,9 +253,13 @@ class BindingSync:
             self.inventory.reload()
         # 3. Nothing new: done (live status is refreshed on its own schedule).
         if head == last_applied and not self.retry_commit and not force:
+            self.store.record_poll(self.binding.id, head, None)
             report.result = "unchanged"
             return report
-        sync_id = self.store.start_sync(self.binding.id, head)
+        with self.store.batch():  # one durable commit for both
+            self.store.record_poll(self.binding.id, head, None)
+            sync_id = self.store.start_sync(self.binding.id, head)
+        applied = False
         self.poster.post(compose.pending(self.binding.id, self.binding.url, head, self.instance,
                                          "sync", "planning and applying"))
         try:
@@ -284,8 +287,7 @@ class BindingSync:
             self.retry_commit = any(o.transient for o in report.changes.failed)
             report.result = _result(report)
             report.message = _summary_text(report.changes.summary())
-            if not self.retry_commit:
-                self.store.mark_applied(self.binding.id, head)
+            applied = not self.retry_commit
             launched = {o.action.key for o in report.changes.outcomes if o.ok and o.action.action
                         in (ActionType.CREATE, ActionType.PATCH, ActionType.REPLACE)}
             if self.binding.check_workloads and launched:
@@ -299,7 +301,11 @@ class BindingSync:
             plan_json = report.plan.to_dict(head, problems, quiet_noops=True) if report.plan \
                 else {"commit": head, "actions": [], "problems": problems}
             summary = report.changes.summary() if report.changes else {}
-            self.store.finish_sync(sync_id, report.result, report.message, plan_json, summary)
+            with self.store.batch():
+                if applied:
+                    self.store.mark_applied(self.binding.id, head)
+                self.store.finish_sync(sync_id, report.result, report.message, plan_json,
+                                       summary)
             metrics.observe_sync(self.binding.id, report.result, time.perf_counter() - started)
             self.poster.post(compose.sync_check(
                 self.binding.id, self.binding.url, head, self.instance, report.result,
