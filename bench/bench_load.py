@@ -16,6 +16,7 @@ import multiprocessing
 import resource
 import sys
 import tempfile
+import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -44,13 +45,20 @@ def replica(name: str, state: str, remote: str, halves: int, state_dir: str,
                         bindings=bindings(remote, halves))
     service = Service(settings, store, provider_factory=lambda _n: FakeProvider())
     service.leases = LeaseKeeper(store, service.syncs, replica=name, ttl=6)
-    last_tick = 0.0
-    while time.time() < until:
-        if time.monotonic() - last_tick > 2:
+    service.follow_up = False
+
+    def keep() -> None:  # as `serve` does: renewals on their own thread, beside syncs
+        while time.time() < until:
             service.keep_leases()
-            last_tick = time.monotonic()
-        service.reconcile_all()
+            time.sleep(2)
+
+    keeper = threading.Thread(target=keep, daemon=True)
+    keeper.start()
+    while time.time() < until:
+        for binding_id in service.syncs:
+            service.reconcile(binding_id, wait=0)
         time.sleep(0.2)
+    keeper.join()
     service.leases.release_all()
     out.put((name, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024))
 

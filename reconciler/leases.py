@@ -49,8 +49,9 @@ class LeaseKeeper:
         return binding in self.held and renewed is not None and (
             self.clock() - renewed < self.ttl)
 
-    def tick(self) -> tuple[set[str], set[str]]:
-        """Heartbeat, renew, take this replica's share, give back any surplus.
+    def tick(self, busy: Iterable[str] = ()) -> tuple[set[str], set[str]]:
+        """Heartbeat, renew, take this replica's share, give back any surplus (never a
+        binding in `busy`: one syncing now is given back on a later tick, once done).
         Returns (bindings gained, bindings lost)."""
         ttl = timedelta(seconds=self.ttl)
         self.store.heartbeat(self.replica)
@@ -75,7 +76,9 @@ class LeaseKeeper:
                 self.held[binding] = token
                 self.renewed_at[binding] = self.clock()
                 gained.add(binding)
-        surplus = sorted(self.held, key=self._rank, reverse=True)[:max(0, len(self.held) - share)]
+        busy = set(busy)
+        idle = [b for b in sorted(self.held, key=self._rank, reverse=True) if b not in busy]
+        surplus = idle[:max(0, len(self.held) - share)]
         for binding in surplus:
             self.release(binding)
             lost.add(binding)

@@ -69,6 +69,8 @@ class Service:
         if not lock.acquire(timeout=wait) if wait else not lock.acquire(blocking=False):
             return None
         try:
+            if self.leases is not None and not self.leases.holds(binding_id):
+                return None  # given back while this waited for the lock
             report = self.syncs[binding_id].reconcile_once(force=force)
         except Exception:  # a bug must not stop the other bindings or the next tick
             log.exception("sync crashed", extra={"binding": binding_id})
@@ -139,7 +141,8 @@ class Service:
         from the store (another replica may have changed it)."""
         assert self.leases is not None
         try:
-            gained, _lost = self.leases.tick()
+            busy = {b for b, lock in self.locks.items() if lock.locked()}
+            gained, _lost = self.leases.tick(busy)
         except Exception:
             log.exception("lease renewal failed: reconciling nothing until it works")
             return

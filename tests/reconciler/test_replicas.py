@@ -116,3 +116,19 @@ def test_one_off_reconcile_refuses_a_binding_a_replica_holds(repo, pg_state_url,
     assert "already being reconciled" in err and "serve-1" in err
     store.release_lease(binding.id, "serve-1")
     assert main(args) == 0
+
+
+def test_a_binding_syncing_now_is_not_given_back(repo, pg_state_url, tmp_path):
+    backend = FakeProvider()
+    a = replica("replica-a", repo, pg_state_url, tmp_path, backend)
+    b = replica("replica-b", repo, pg_state_url, tmp_path, backend)
+    a.keep_leases()
+    b.keep_leases()
+    for lock in a.locks.values():
+        lock.acquire()  # every binding of a is syncing
+    a.keep_leases()
+    assert len(a.leases.held) == 4  # nothing given back mid-sync
+    for lock in a.locks.values():
+        lock.release()
+    a.keep_leases()
+    assert len(a.leases.held) == 2  # the surplus goes once the syncs are done
