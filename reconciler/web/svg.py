@@ -114,7 +114,9 @@ def _fmt(value: float) -> str:
         return f"{value:.0f}"
     if value >= 1:
         return f"{value:.2f}".rstrip("0").rstrip(".")
-    return f"{value:.3f}".rstrip("0").rstrip(".") or "0"
+    if value == 0:
+        return "0"
+    return f"{value:.2g}" if value < 0.001 else f"{value:.3f}".rstrip("0").rstrip(".")
 
 
 def sweep_chart(status: dict[str, Any]) -> tuple[Safe, int]:
