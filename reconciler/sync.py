@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from providers.base import Provider
-from reconciler import metrics
+from reconciler import failpoints, metrics
 from reconciler.apply import Applier, ApplyContext, ChangeSet
 from reconciler.checks import compose
 from reconciler.checks.poster import CheckPoster, build_writers
@@ -245,6 +245,7 @@ class BindingSync:
             report.result, report.message = "error", str(e)
             return report
         metrics.observe_fetch(self.binding.id, time.perf_counter() - started)
+        failpoints.reach("after-fetch")
         self.failures, self.retry_at = 0, 0.0
         report.commit = head
         self._preview_branches()
@@ -277,6 +278,7 @@ class BindingSync:
             self.tree = tree
             # 5. Plan against the recorded inventory, then apply.
             report.plan = self.plan_commit(tree)
+            failpoints.reach("after-plan")
             ctx = ApplyContext(self.binding.id, self.binding.project, self.instance,
                                self.binding.url, head, sync_id)
             try:

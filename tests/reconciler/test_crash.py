@@ -89,8 +89,9 @@ def test_kill_at_each_step(failpoint: str, manifest_repo: ManifestRepo, tmp_path
         assert live == {"a": "1.00", "b": "1.00", "c": "1.00"}
 
 
-@pytest.mark.parametrize("failpoint", ["after-intent-create", "after-provider-create",
-                                       "after-provider-create:2", "after-record-create"])
+@pytest.mark.parametrize("failpoint", ["after-fetch", "after-plan", "after-intent-create",
+                                       "after-provider-create", "after-provider-create:2",
+                                       "after-record-create"])
 def test_a_second_replica_takes_over_a_killed_one(failpoint: str, manifest_repo: ManifestRepo,
                                                    tmp_path: Path, state_url: str) -> None:
     backend = DirProvider(tmp_path / "backend")
