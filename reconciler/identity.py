@@ -41,7 +41,8 @@ class ResourceKey(NamedTuple):
         return cls(kind, project, name)
 
 
-# Labels and annotations every created resource carries (see DESIGN.md, ownership).
+# Labels and annotations every created resource carries: it deletes only what its own
+# inventory says it created, and these say where each resource came from.
 LABEL_MANAGED_BY = "nodus.dev/managed-by"
 MANAGED_BY_VALUE = "nodus-gitops"
 LABEL_INSTANCE = "nodus.dev/instance"

@@ -84,7 +84,7 @@ class Live:
 
 @dataclass(frozen=True)
 class PlanOptions:
-    """The binding's guards (see DESIGN.md, pruning)."""
+    """The binding's prune guards and drift policy, from its settings."""
 
     allow_empty: bool = False
     max_deletions: int = 10
