@@ -57,3 +57,12 @@ ANNOTATION_ON_CHANGE = "nodus.dev/on-change"
 ANNOTATION_PRUNE = "nodus.dev/prune"
 ANNOTATION_MODEL = "nodus.dev/model"
 ANNOTATION_DATASET_BYTES = "nodus.dev/dataset-bytes"
+
+
+def owned_by(manifest: dict, instance: str) -> bool:
+    """Whether a manifest carries this instance's ownership labels (a backend listing
+    what is ours; deleting still goes by the inventory, since labels can be copied)."""
+    metadata = manifest.get("metadata") if isinstance(manifest, dict) else None
+    labels = (metadata or {}).get("labels") or {}
+    return labels.get(LABEL_MANAGED_BY) == MANAGED_BY_VALUE and (
+        labels.get(LABEL_INSTANCE) == instance)

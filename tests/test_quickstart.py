@@ -26,15 +26,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_serve_runs_every_example_to_succeeded(tmp_path: Path) -> None:
-    clone = tmp_path / "clone"
+def clone_with_examples(tmp: Path) -> Path:
+    """A fresh clone of this repository whose examples-repo/ is the working tree's
+    (committed or not), as a new user's clone would have it."""
+    clone = tmp / "clone"
     git("clone", "--quiet", ROOT, clone)
-    # The working tree's examples (committed or not) are what a fresh clone would have.
     git("-C", clone, "rm", "-r", "--quiet", "--ignore-unmatch", "examples-repo")
     subprocess.run(["cp", "-r", str(ROOT / "examples-repo"), str(clone)], check=True)
     git("-C", clone, "add", "examples-repo")
     git("-C", clone, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "--quiet",
         "--allow-empty", "-m", "examples as in the working tree")
+    return clone
+
+
+def test_serve_runs_every_example_to_succeeded(tmp_path: Path) -> None:
+    clone = clone_with_examples(tmp_path)
     port = free_port()
     env = {**os.environ, "NODUS_GITOPS_HOME": str(tmp_path / "state")}
     server = subprocess.Popen(

@@ -35,7 +35,10 @@ from providers.local.outputs import copy_output, output_path
 from providers.local.rundir import RunDir, read_json, write_json
 from providers.local.spec import JobSpec, SpecError, parse_job
 from reconciler.errors import ConfigError, NotFoundError, PermanentError, TransientError
-from reconciler.identity import LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE, ResourceKey
+from reconciler.identity import (
+    ResourceKey,
+    owned_by,
+)
 from reconciler.phases import Phase, is_terminal
 
 # spec fields a created Job can change in place; anything else needs a new Job.
@@ -300,11 +303,7 @@ class LocalProvider:
             if entry.name.startswith(".") or not (entry / "manifest.json").exists():
                 continue
             doc = read_json(entry / "manifest.json") or {}
-            labels = (doc.get("manifest", {}).get("metadata") or {}).get("labels") or {}
-            if (
-                labels.get(LABEL_MANAGED_BY) != MANAGED_BY_VALUE
-                or labels.get(LABEL_INSTANCE) != instance
-            ):
+            if not owned_by(doc.get("manifest", {}), instance):
                 continue
             observed = self.get(ResourceKey.parse(doc["key"]))
             if observed is not None:

@@ -31,7 +31,10 @@ from providers.slurm.jobdir import JobDir, read_json, write_json
 from providers.slurm.scontrol import Scontrol
 from providers.slurm.status import Decision, decide
 from reconciler.errors import NotFoundError, PermanentError, ProviderError
-from reconciler.identity import LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE, ResourceKey
+from reconciler.identity import (
+    ResourceKey,
+    owned_by,
+)
 from reconciler.phases import Phase, Reason
 
 PATCHABLE = frozenset({"state", "timeout", "activeDeadlineSeconds", "maxCostUSD",
@@ -193,9 +196,7 @@ class SlurmProvider:
             doc = read_json(entry / "job.json")
             if not doc:
                 continue
-            labels = (doc["manifest"].get("metadata") or {}).get("labels") or {}
-            if labels.get(LABEL_MANAGED_BY) != MANAGED_BY_VALUE \
-                    or labels.get(LABEL_INSTANCE) != instance:
+            if not owned_by(doc["manifest"], instance):
                 continue
             observed = self.get(ResourceKey.parse(doc["key"]))
             if observed is not None:

@@ -16,8 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.fixtures_git import git
-from tests.test_quickstart import ROOT, free_port
+from tests.test_quickstart import clone_with_examples, free_port
 from tests.web.test_browser import (  # noqa: F401 (fixtures and marks, shared)
     CHROMIUM,
     browser_type_launch_args,
@@ -32,13 +31,7 @@ expect = sync_api.expect
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     tmp = tmp_path_factory.mktemp("live")
-    clone = tmp / "clone"
-    git("clone", "--quiet", ROOT, clone)
-    git("-C", clone, "rm", "-r", "--quiet", "--ignore-unmatch", "examples-repo")
-    subprocess.run(["cp", "-r", str(ROOT / "examples-repo"), str(clone)], check=True)
-    git("-C", clone, "add", "examples-repo")
-    git("-C", clone, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "--quiet",
-        "--allow-empty", "-m", "examples as in the working tree")
+    clone = clone_with_examples(tmp)
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-P", "-m", "reconciler.cli", "serve", "--repo", ".", "--path",
