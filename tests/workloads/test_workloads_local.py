@@ -228,3 +228,29 @@ def test_cell_order_on_a_2x2x3x2_matrix() -> None:
     assert (cells[12].gpu, cells[12].region, cells[12].params, cells[12].repetition) == (
         "A10", "us", {"B": "1"}, 0)
     assert [c.index for c in cells] == list(range(24))
+
+
+def test_a_stage_own_lower_cap_holds_only_that_stage(manifest_repo, tmp_path) -> None:
+    cluster = Cluster(manifest_repo, tmp_path, rates={"cpuCoreHour": 3600.0})  # $1/s a core
+    stages = [stage("cheap", "import time; time.sleep(4)", (),
+                    '        maxCostUSD: "0.30"\n'),
+              stage("free", "import time; time.sleep(1)")]
+    cluster.push({"p.yaml": pipeline("caps", stages, '  maxCostUSD: "50.00"\n')})
+    held = cluster.wait("Pipeline", "caps", lambda r: {s["name"]: s.get("reason") for s in
+                                                       r.status.get("stages", [])}.get(
+        "cheap") == "MaxCostReached")
+    assert held.phase != "Suspended" or held.reason != "MaxCostReached"  # not the pipeline's
+    done_free = cluster.wait("Pipeline", "caps", lambda r: phases(r)["free"] == "Succeeded")
+    assert phases(done_free)["cheap"] == "Suspended"
+
+
+def test_get_prints_the_seeds_columns(cluster: Cluster) -> None:
+    from reconciler.output import resources_table
+
+    cluster.push({"s.yaml": sweep("cols", UNITS)})
+    done = cluster.wait("Sweep", "cols")
+    table = resources_table([done])
+    header, row = table.splitlines()
+    assert header.split() == ["NAME", "PHASE", "CELLS", "COST", "BEST-COST", "AGE"]
+    assert row.split()[:3] == ["cols", "Succeeded", "2/2"]
+    assert row.split()[4] in ("0", "1")
