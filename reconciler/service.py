@@ -202,7 +202,7 @@ class Service:
         try:
             self.stopping.wait()
         finally:
-            scheduler.shutdown(wait=True)
+            scheduler.shutdown(wait=len(interrupts) < 2)  # a second signal: do not wait
             if stop_http:
                 stop_http()
             self.leases.release_all()
