@@ -102,3 +102,37 @@ def test_pull_request_preview_through_the_service(manifest_repo: ManifestRepo,
     assert problems == [] and [a.key.name for a in result.actions] == ["c"]
     assert notes(manifest_repo, head)["nodus/ci/plan"]["state"] == "success"
     assert "c" not in {k.name for k in provider.resources}
+
+
+def test_a_newer_push_to_a_pull_request_supersedes_the_older_plan(
+        manifest_repo: ManifestRepo, tmp_path: Path) -> None:
+    import threading
+    import time
+
+    service, provider = make_service(manifest_repo, tmp_path)
+    manifest_repo.write("a.yaml", JOB.format(name="a", extra=""))
+    manifest_repo.commit("add a")
+    manifest_repo.push()
+    service.reconcile("team")
+    git("checkout", "--quiet", "-b", "feature", cwd=manifest_repo.work)
+    manifest_repo.write("b.yaml", JOB.format(name="b", extra=""))
+    old = manifest_repo.commit("b")
+    git("push", "--quiet", "origin", "feature", cwd=manifest_repo.work)
+    manifest_repo.write("c.yaml", JOB.format(name="c", extra=""))
+    new = manifest_repo.commit("c")
+    git("push", "--quiet", "origin", "feature", cwd=manifest_repo.work)
+    planned: list[str] = []
+    real_preview = service.syncs["team"].preview
+    service.syncs["team"].preview = lambda ref, sha=None: (planned.append(sha),
+                                                          real_preview(ref, sha))[1]
+    lock = service.locks["team"]
+    lock.acquire()  # a sync is running while both pushes' hooks arrive
+    assert service.trigger_preview("team", "feature", old, 7)
+    assert service.trigger_preview("team", "feature", new, 7)
+    threading.Timer(0.2, lock.release).start()
+    deadline = time.monotonic() + 30
+    while not planned and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
+    assert planned == [new]  # the older one never ran
+    assert notes(manifest_repo, new)["nodus/ci/plan"]["state"] == "success"
