@@ -108,6 +108,9 @@ def measure(count: int, changes: int, polls: int) -> dict:
             poll_times.append(time.perf_counter() - start)
             assert report is not None and report.result == "unchanged"
 
+        for n in range(5):  # warm up the change path too (steady state, as in service)
+            repo.change(count - 1 - n)
+            service.reconcile("bench")
         change_times = []
         for n in range(changes):
             repo.change(n * 7 % count)

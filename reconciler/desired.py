@@ -40,6 +40,7 @@ class DesiredTree:
     index: dict[ResourceKey, Desired] = field(default_factory=dict)
     problem_files: set[str] = field(default_factory=set)
     identity_counts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    duplicated: int = 0  # identities counted more than once (kept as counts change)
 
     @classmethod
     def read(cls, commit: str, project: str, blobs: Mapping[str, bytes],
@@ -56,7 +57,7 @@ class DesiredTree:
         tree = replace(self, commit=commit, files=dict(self.files), base=self.commit,
                        touched=set(), index=dict(self.index),
                        problem_files=set(self.problem_files),
-                       identity_counts=Counter(self.identity_counts))
+                       identity_counts=self.identity_counts.copy())
         for path in [*deleted, *changed]:
             tree._remove(_display(path, prefix))
         for path, content in changed.items():
@@ -71,7 +72,8 @@ class DesiredTree:
         if old is None:
             return
         self.problem_files.discard(name)
-        self.identity_counts.subtract(old.identities)
+        for identity in old.identities:
+            self._count(identity, -1)
         for d in old.desired:
             if self.index.get(d.key) is d:
                 del self.index[d.key]
@@ -87,11 +89,18 @@ class DesiredTree:
         self.files[name] = result
         if problems:
             self.problem_files.add(name)
-        self.identity_counts.update(result.identities)
+        for identity in result.identities:
+            self._count(identity, +1)
         for d in desired:
             self.index.setdefault(d.key, d)
         if self.touched is not None:
             self.touched |= self._keys(result)
+
+    def _count(self, identity: tuple[str, str], step: int) -> None:
+        before = self.identity_counts[identity]
+        after = before + step
+        self.identity_counts[identity] = after
+        self.duplicated += (after > 1) - (before > 1)
 
     @property
     def manifests(self) -> list[Manifest]:
@@ -100,7 +109,7 @@ class DesiredTree:
     @property
     def problems(self) -> list[Problem]:
         problems = [p for name in self.problem_files for p in self.files[name].problems]
-        if any(count > 1 for count in self.identity_counts.values()):
+        if self.duplicated:
             problems.extend(duplicate_problems(self.manifests))  # rare: name both places
         return sorted(problems)
 
