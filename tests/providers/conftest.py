@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
@@ -19,7 +18,7 @@ from providers.local.config import LocalConfig
 from providers.local.provider import LocalProvider
 from providers.local.rundir import RunDir, read_json
 from reconciler.identity import LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE, ResourceKey
-from reconciler.phases import is_terminal
+from tests.support.waiting import wait_for
 
 PROJECT = "team-a"
 INSTANCE = "test"
@@ -78,18 +77,9 @@ class Local:
         provider: LocalProvider | None = None,
     ) -> Observed:
         """Poll get() until `until` holds (a phase name, a predicate, or terminal)."""
-        provider = provider or self.provider
-        if isinstance(until, str):
-            phase = until
-            until = lambda o: o.phase == phase  # noqa: E731
-        check = until or (lambda o: is_terminal(o.phase))
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            last = provider.get(k)
-            if last is not None and check(last):
-                return last
-            time.sleep(0.03)
+        last, held = wait_for(provider or self.provider, k, until, timeout, interval=0.03)
+        if held:
+            return last
         events = self.run(k).read_events() if self.run(k).exists() else []
         raise AssertionError(f"timed out waiting on {k}: last {last}\nevents: {events}")
 

@@ -11,7 +11,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -23,7 +22,7 @@ import pytest
 from providers.base import Observed, Workload
 from providers.slurm import SlurmConfig, SlurmProvider, from_settings
 from reconciler.identity import LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE, ResourceKey
-from reconciler.phases import is_terminal
+from tests.support.waiting import wait_for
 
 HERE = Path(__file__).resolve().parent
 PROJECT = "team-a"
@@ -114,18 +113,9 @@ class Slurm:
 
     def wait(self, k: ResourceKey, until: Callable[[Observed], bool] | str | None = None,
              timeout: float = 60.0, provider: Any = None) -> Observed:
-        provider = provider or self.provider
-        if isinstance(until, str):
-            phase = until
-            until = lambda o: o.phase == phase  # noqa: E731
-        check = until or (lambda o: is_terminal(o.phase))
-        deadline = time.monotonic() + timeout
-        last = None
-        while time.monotonic() < deadline:
-            last = provider.get(k)
-            if last is not None and check(last):
-                return last
-            time.sleep(0.2)
+        last, held = wait_for(provider or self.provider, k, until, timeout, interval=0.2)
+        if held:
+            return last
         raise AssertionError(f"timed out waiting on {k}: last {last}")
 
     def job_ids(self, k: ResourceKey) -> list[int]:
