@@ -31,6 +31,26 @@ def make_service(repo: ManifestRepo, tmp: Path, **binding) -> tuple[Service, Fak
     return Service(settings, store, provider_factory=lambda _n: provider), provider
 
 
+def main_then_branch(repo: ManifestRepo, tmp: Path, branch: str, a_extra: str = "",
+                     **binding) -> tuple[Service, FakeProvider]:
+    """A service that applied Job a from main, and the work clone on a new `branch`."""
+    service, provider = make_service(repo, tmp, **binding)
+    repo.write("a.yaml", JOB.format(name="a", extra=a_extra))
+    repo.commit("add a")
+    repo.push()
+    service.reconcile("team")
+    git("checkout", "--quiet", "-b", branch, cwd=repo.work)
+    return service, provider
+
+
+def push_branch(repo: ManifestRepo, branch: str, files: dict[str, str], message: str) -> str:
+    for path, text in files.items():
+        repo.write(path, text)
+    sha = repo.commit(message)
+    git("push", "--quiet", "origin", branch, cwd=repo.work)
+    return sha
+
+
 def test_push_gets_sync_and_run_checks(manifest_repo: ManifestRepo, tmp_path: Path) -> None:
     service, provider = make_service(manifest_repo, tmp_path, check_workloads=True)
     manifest_repo.write("a.yaml", JOB.format(name="a", extra=""))
@@ -63,17 +83,13 @@ def test_push_gets_sync_and_run_checks(manifest_repo: ManifestRepo, tmp_path: Pa
 
 def test_preview_branch_gets_a_plan_and_nothing_applies(manifest_repo: ManifestRepo,
                                                         tmp_path: Path) -> None:
-    service, provider = make_service(manifest_repo, tmp_path, preview_branches=("preview/*",))
-    manifest_repo.write("a.yaml", JOB.format(name="a", extra='  maxCostUSD: "1.00"\n'))
-    manifest_repo.commit("add a")
-    manifest_repo.push()
-    service.reconcile("team")
-    # A branch that raises a cap, lowers another... and adds a Job.
-    git("checkout", "--quiet", "-b", "preview/tune", cwd=manifest_repo.work)
-    manifest_repo.write("a.yaml", JOB.format(name="a", extra='  maxCostUSD: "0.50"\n'))
-    manifest_repo.write("b.yaml", JOB.format(name="b", extra=""))
-    preview = manifest_repo.commit("tune")
-    git("push", "--quiet", "origin", "preview/tune", cwd=manifest_repo.work)
+    service, provider = main_then_branch(manifest_repo, tmp_path, "preview/tune",
+                                         '  maxCostUSD: "1.00"\n',
+                                         preview_branches=("preview/*",))
+    # A branch that lowers a cap and adds a Job.
+    preview = push_branch(manifest_repo, "preview/tune", {
+        "a.yaml": JOB.format(name="a", extra='  maxCostUSD: "0.50"\n'),
+        "b.yaml": JOB.format(name="b", extra="")}, "tune")
     service.reconcile("team")
     check = notes(manifest_repo, preview)["nodus/ci/plan"]
     assert check["state"] == "failure"  # the lowered cap is blocked
@@ -89,15 +105,9 @@ def test_preview_branch_gets_a_plan_and_nothing_applies(manifest_repo: ManifestR
 
 def test_pull_request_preview_through_the_service(manifest_repo: ManifestRepo,
                                                   tmp_path: Path) -> None:
-    service, provider = make_service(manifest_repo, tmp_path)
-    manifest_repo.write("a.yaml", JOB.format(name="a", extra=""))
-    manifest_repo.commit("add a")
-    manifest_repo.push()
-    service.reconcile("team")
-    git("checkout", "--quiet", "-b", "feature", cwd=manifest_repo.work)
-    manifest_repo.write("c.yaml", JOB.format(name="c", extra=""))
-    head = manifest_repo.commit("add c")
-    git("push", "--quiet", "origin", "feature", cwd=manifest_repo.work)
+    service, provider = main_then_branch(manifest_repo, tmp_path, "feature")
+    head = push_branch(manifest_repo, "feature", {"c.yaml": JOB.format(name="c", extra="")},
+                       "add c")
     result, problems = service.syncs["team"].preview("feature", head)
     assert problems == [] and [a.key.name for a in result.actions] == ["c"]
     assert notes(manifest_repo, head)["nodus/ci/plan"]["state"] == "success"
@@ -109,18 +119,9 @@ def test_a_newer_push_to_a_pull_request_supersedes_the_older_plan(
     import threading
     import time
 
-    service, provider = make_service(manifest_repo, tmp_path)
-    manifest_repo.write("a.yaml", JOB.format(name="a", extra=""))
-    manifest_repo.commit("add a")
-    manifest_repo.push()
-    service.reconcile("team")
-    git("checkout", "--quiet", "-b", "feature", cwd=manifest_repo.work)
-    manifest_repo.write("b.yaml", JOB.format(name="b", extra=""))
-    old = manifest_repo.commit("b")
-    git("push", "--quiet", "origin", "feature", cwd=manifest_repo.work)
-    manifest_repo.write("c.yaml", JOB.format(name="c", extra=""))
-    new = manifest_repo.commit("c")
-    git("push", "--quiet", "origin", "feature", cwd=manifest_repo.work)
+    service, provider = main_then_branch(manifest_repo, tmp_path, "feature")
+    old = push_branch(manifest_repo, "feature", {"b.yaml": JOB.format(name="b", extra="")}, "b")
+    new = push_branch(manifest_repo, "feature", {"c.yaml": JOB.format(name="c", extra="")}, "c")
     planned: list[str] = []
     real_preview = service.syncs["team"].preview
     service.syncs["team"].preview = lambda ref, sha=None: (planned.append(sha),
