@@ -80,9 +80,6 @@ class ChangeSet:
     outcomes: list[Outcome] = field(default_factory=list)
     unchanged: int = 0  # in sync, with no action in the plan
 
-    def _keys(self, action: ActionType, ok: bool = True) -> list[ResourceKey]:
-        return [o.action.key for o in self.outcomes if o.action.action == action and o.ok == ok]
-
     @property
     def failed(self) -> list[Outcome]:
         return [o for o in self.outcomes if not o.ok]

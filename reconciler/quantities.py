@@ -25,14 +25,6 @@ def parse_duration(text: str) -> int | None:
     return h * 3600 + mi * 60 + s
 
 
-def format_duration(seconds: float) -> str:
-    seconds = int(seconds)
-    h, rest = divmod(seconds, 3600)
-    m, s = divmod(rest, 60)
-    parts = [f"{h}h" if h else "", f"{m}m" if m else "", f"{s}s" if s or not (h or m) else ""]
-    return "".join(parts)
-
-
 def parse_quantity(text: str | int | float) -> int | None:
     """Bytes (or plain units) in `24Gi`, `512Mi`, `4G`, `1000`; None when malformed."""
     if isinstance(text, bool):
@@ -79,7 +71,3 @@ def parse_time(text: str) -> datetime | None:
     except ValueError:
         return None
     return value if value.tzinfo is not None else None
-
-
-def format_gib(num_bytes: int) -> str:
-    return f"{num_bytes // GIB}Gi"

@@ -117,14 +117,6 @@ class JournalStore(StoreBase):
             row = conn.execute(select(_I).where(_I.c.id == id)).first()
         return None if row is None else _intent(row)
 
-    def intent_states(self, ids: list[int]) -> dict[int, str]:
-        """The state of each of these intents (one read)."""
-        if not ids:
-            return {}
-        with self._read() as conn:
-            rows = conn.execute(select(_I.c.id, _I.c.state).where(_I.c.id.in_(ids)))
-            return {int(r.id): r.state for r in rows}
-
     def pending_intents(self, binding_id: str | None = None) -> list[IntentRecord]:
         """Intents not yet resolved, oldest first."""
         query = select(_I).where(_I.c.state == IntentState.PENDING.value).order_by(_I.c.id)
