@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from reconciler.identity import ResourceKey
 from reconciler.manifests import Manifest, bulk_loading
@@ -51,18 +51,16 @@ class DesiredTree:
                 tree._add(_display(path, prefix), content)
         return tree
 
-    def updated(self, commit: str, changed: Mapping[str, bytes], deleted: list[str],
-                prefix: str = "") -> DesiredTree:
-        """The next commit's tree from this one: only `changed` files are parsed again."""
-        tree = replace(self, commit=commit, files=dict(self.files), base=self.commit,
-                       touched=set(), index=dict(self.index),
-                       problem_files=set(self.problem_files),
-                       identity_counts=self.identity_counts.copy())
+    def advance(self, commit: str, changed: Mapping[str, bytes], deleted: list[str],
+                prefix: str = "") -> None:
+        """Move this tree to the next commit in place: only `changed` files are parsed
+        again and only their index entries move, so the cost does not grow with the
+        tree (a copy of 10,000 entries would cost more than the change itself)."""
+        self.base, self.commit, self.touched = self.commit, commit, set()
         for path in [*deleted, *changed]:
-            tree._remove(_display(path, prefix))
+            self._remove(_display(path, prefix))
         for path, content in changed.items():
-            tree._add(_display(path, prefix), content)
-        return tree
+            self._add(_display(path, prefix), content)
 
     def _keys(self, result: FileResult) -> set[ResourceKey]:
         return {ResourceKey(k, self.project, n) for k, n in result.identities}

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import logging
 import os
 import random
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -31,6 +32,12 @@ MAX_AUTH_ATTEMPTS = 3  # libgit2 re-asks forever when a server keeps answering 4
 _FILE_MODES = (FileMode.BLOB, FileMode.BLOB_EXECUTABLE)  # symlinks/submodules aren't manifests
 _SCP_LIKE = re.compile(r"^[^/]*:")  # git's rule: a colon before the first slash means host:path
 _MIRROR_REFSPEC = "+refs/heads/*:refs/remotes/origin/*"  # fetches name their branch anyway
+# libgit2 keeps every fetch as a pack of its own and never repacks (git's `gc --auto`
+# would): past this many packs the mirror is packed into one, since every object lookup
+# searches each pack and fetches slow down as they pile up.
+MAX_MIRROR_PACKS = 50
+
+log = logging.getLogger("nodus_gitops.source")
 _T = TypeVar("_T")
 
 
@@ -193,6 +200,49 @@ def _is_manifest(name: str, mode: int, prefix: str) -> bool:
     return mode in _FILE_MODES and name.endswith(YAML_SUFFIXES) and under
 
 
+def _subtree(tree: pygit2.Tree, prefix: str) -> pygit2.Tree | None:
+    """The folder `prefix` of `tree`, or None where there is none (missing, or a file)."""
+    if not prefix:
+        return tree
+    try:
+        found = tree[prefix]
+    except KeyError:
+        return None
+    return found if isinstance(found, pygit2.Tree) else None
+
+
+def _diff_trees(old: pygit2.Tree | None, new: pygit2.Tree | None,
+                base: str) -> Iterator[tuple[str, str]]:
+    """`(added|modified|deleted, path)` for each manifest file that differs between two
+    folders.
+
+    A subfolder whose object id is the same on both sides is skipped whole, so a change
+    of one file among 10,000 reads only the folders on its path; libgit2's tree diff
+    walks every entry of both trees instead.
+    """
+    before = {e.name: e for e in old} if old is not None else {}
+    after = {e.name: e for e in new} if new is not None else {}
+    for name in before.keys() | after.keys():
+        was, now = before.get(name), after.get(name)
+        if was is not None and now is not None and was.id == now.id \
+                and was.filemode == now.filemode:
+            continue
+        path = f"{base}/{name}" if base else name
+        was_tree = was if isinstance(was, pygit2.Tree) else None
+        now_tree = now if isinstance(now, pygit2.Tree) else None
+        if was_tree is not None or now_tree is not None:
+            yield from _diff_trees(was_tree, now_tree, path)
+        was_file = was is not None and was_tree is None and _is_manifest(path, was.filemode, "")
+        now_file = now is not None and now_tree is None and _is_manifest(path, now.filemode, "")
+        if was_file and now_file:
+            if was.id != now.id:  # a mode-only change is not a manifest change
+                yield "modified", path
+        elif now_file:
+            yield "added", path
+        elif was_file:
+            yield "deleted", path
+
+
 class _Callbacks(pygit2.RemoteCallbacks):
     """Answers libgit2's credential requests for one network operation, at most 3 times."""
 
@@ -298,12 +348,34 @@ class GitSource:
 
     def _fetch(self, remote: pygit2.Remote, cb: _Callbacks) -> str:
         remote.fetch([f"+{self._ref}:{self._tracking}"], callbacks=cb)
+        self._compact()
         # The advertisement of that same connection says whether the branch exists.
         sha = self._branch_sha(remote.list_heads(connect=False))
         tip = str(self._repo.references[self._tracking].target)
         if tip != sha:  # the ref update and the advertisement must agree
             raise SourceError(f"fetch of '{self.branch}' from {self.url} did not reach {sha}")
         return tip
+
+    def _compact(self) -> None:
+        """Pack the mirror into one pack once fetches have left more than
+        MAX_MIRROR_PACKS.
+        The old packs are removed after the new one is complete; other handles on this
+        mirror find their objects in the new pack (libgit2 rescans on a miss)."""
+        pack_dir = self.path / "objects" / "pack"
+        old = sorted(pack_dir.glob("pack-*.pack"))
+        if len(old) <= MAX_MIRROR_PACKS:
+            return
+        try:
+            self._repo.pack()
+            if set(pack_dir.glob("pack-*.pack")) == set(old):
+                return  # the new pack is named as an old one (same objects): keep them all
+            for pack in old:
+                for part in pack_dir.glob(f"{pack.stem}.*"):
+                    if part.suffix in (".pack", ".idx", ".rev", ".bitmap"):
+                        part.unlink(missing_ok=True)
+        except (pygit2.GitError, OSError) as exc:  # the fetch itself succeeded
+            log.warning("could not pack the Git mirror", extra={"mirror": str(self.path),
+                                                                "error": str(exc)})
 
     def branches(self, patterns: Iterable[str]) -> dict[str, str]:
         """`{branch: sha}` of the remote's branches matching any glob (`preview/*`)."""
@@ -397,20 +469,11 @@ class GitSource:
         missing `old` raises SourceError; the caller then falls back to `read_tree`.
         """
         prefix = _clean_path(path)
-        diff = self._commit(old).tree.diff_to_tree(self._commit(new).tree)
-        added, modified, deleted = [], [], []
-        for delta in diff.deltas:
-            before, after = delta.old_file, delta.new_file
-            was = _is_manifest(before.path, before.mode, prefix)
-            now = _is_manifest(after.path, after.mode, prefix)
-            if was and now:
-                if before.id != after.id:  # a mode-only change is not a manifest change
-                    modified.append(after.path)
-            elif now:
-                added.append(after.path)
-            elif was:
-                deleted.append(before.path)
-        return ChangedPaths(tuple(sorted(added)), tuple(sorted(modified)), tuple(sorted(deleted)))
+        found: dict[str, list[str]] = {"added": [], "modified": [], "deleted": []}
+        for change, name in _diff_trees(_subtree(self._commit(old).tree, prefix),
+                                        _subtree(self._commit(new).tree, prefix), prefix):
+            found[change].append(name)
+        return ChangedPaths(**{change: tuple(sorted(names)) for change, names in found.items()})
 
     def read_blobs(self, commit: str, paths: Iterable[str]) -> dict[str, bytes]:
         """The contents of `paths` at `commit` (for re-reading only what changed)."""

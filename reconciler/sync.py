@@ -153,8 +153,15 @@ class BindingSync:
             if changed is not None:
                 paths = [*changed.added, *changed.modified]
                 blobs = self.source.read_blobs(commit, paths)
-                return self.tree.updated(commit, blobs, list(changed.deleted))
-        return DesiredTree.read(commit, self.binding.project, self.source.read_tree(commit, path))
+                # Forgotten while it moves, so that a failure halfway leaves no tree that
+                # is neither commit's; kept after, valid or not: it is that commit's tree.
+                tree, self.tree = self.tree, None
+                tree.advance(commit, blobs, list(changed.deleted))
+                self.tree = tree
+                return tree
+        self.tree = DesiredTree.read(commit, self.binding.project,
+                                     self.source.read_tree(commit, path))
+        return self.tree
 
     def plan_commit(self, tree: DesiredTree) -> Plan:
         """The plan of `tree` against the inventory. After a first full plan, only the
@@ -275,7 +282,6 @@ class BindingSync:
                 report.result = "invalid"
                 report.message = f"{len(report.problems)} problems; nothing applied"
                 return report
-            self.tree = tree
             # 5. Plan against the recorded inventory, then apply.
             report.plan = self.plan_commit(tree)
             failpoints.reach("after-plan")

@@ -20,7 +20,7 @@ def test_updates_match_a_fresh_read() -> None:
              ({}, ["a.yaml"])]
     files = {"a.yaml": JOB.format(n="x"), "b.yaml": JOB.format(n="y")}
     for changed, deleted in steps:
-        tree = tree.updated("c", {k: v.encode() for k, v in changed.items()}, deleted)
+        tree.advance("c", {k: v.encode() for k, v in changed.items()}, deleted)
         files = {**{k: v for k, v in files.items() if k not in deleted}, **changed}
         fresh = read(files)
         assert [str(p) for p in tree.problems] == [str(p) for p in fresh.problems]

@@ -114,6 +114,92 @@ def test_changed_paths_add_modify_delete_rename(manifest_repo, source):
         source.read_blobs(new, changed.deleted)
 
 
+def _commit_files(repo: pygit2.Repository, files: dict[str, tuple[bytes, int]]) -> str:
+    """Commit `{path: (content, mode)}` as the whole tree of a new commit on main."""
+    def build(prefix: str) -> pygit2.Oid:
+        builder = repo.TreeBuilder()
+        children = set()
+        for path, (content, mode) in files.items():
+            if not path.startswith(prefix):
+                continue
+            head, _, rest = path[len(prefix):].partition("/")
+            if rest:
+                children.add(head)
+            else:
+                builder.insert(head, repo.create_blob(content), mode)
+        for child in children:
+            builder.insert(child, build(f"{prefix}{child}/"), pygit2.enums.FileMode.TREE)
+        return builder.write()
+
+    sig = pygit2.Signature("t", "t@e")
+    tip = repo.references.get("refs/heads/main")
+    parents = [tip.target] if tip is not None else []
+    return str(repo.create_commit("refs/heads/main", sig, sig, "step", build(""), parents))
+
+
+def test_changed_paths_matches_comparing_both_trees_whole(tmp_path):
+    """Random edits (files to folders and back, mode changes, links, folders appearing
+    and vanishing): the changes found by skipping equal subtrees are exactly what
+    comparing the two full trees finds."""
+    remote = pygit2.init_repository(str(tmp_path / "remote.git"), bare=True)
+    source = GitSource(str(tmp_path / "remote.git"), "main", tmp_path / "mirrors")
+    rng = random.Random(7)
+    names = ["a.yaml", "b.yml", "c.md", "x", "x/a.yaml", "x/y/b.yaml", "m/a.yaml", "m/n.yaml"]
+    modes = [pygit2.enums.FileMode.BLOB, pygit2.enums.FileMode.BLOB_EXECUTABLE,
+             pygit2.enums.FileMode.LINK]
+    files: dict[str, tuple[bytes, int]] = {}
+    commits = []
+    for _ in range(40):
+        for _ in range(rng.randint(1, 3)):
+            name = rng.choice(names)
+            if rng.random() < 0.3:
+                files.pop(name, None)
+            else:
+                files[name] = (rng.choice([b"a: 1\n", b"a: 2\n"]), rng.choice(modes))
+        # A path cannot be a file and a folder at once: the folder wins.
+        tree = {p: v for p, v in files.items() if not any(q.startswith(p + "/") for q in files)}
+        commits.append(_commit_files(remote, tree))
+    source.fetch()
+    for old, new in zip(commits, commits[1:] + commits[:1], strict=True):
+        for path in ("", "x", "m"):
+            before = _read_or_empty(source, old, path)
+            after = _read_or_empty(source, new, path)
+            changed = source.changed_paths(old, new, path)
+            assert changed.added == tuple(sorted(after.keys() - before.keys()))
+            assert changed.deleted == tuple(sorted(before.keys() - after.keys()))
+            assert changed.modified == tuple(sorted(
+                p for p in before.keys() & after.keys() if before[p] != after[p]))
+
+
+def _read_or_empty(source: GitSource, commit: str, path: str) -> dict[str, bytes]:
+    try:
+        return source.read_tree(commit, path)
+    except SourceError:  # the folder is missing (or a file) at this commit
+        return {}
+
+
+def test_mirror_packs_are_merged_once_fetches_pile_them_up(tmp_path, monkeypatch):
+    """libgit2 leaves one pack per fetch; past the limit they become one, and another
+    handle on the same mirror (another thread) still reads every commit."""
+    monkeypatch.setattr("reconciler.source.MAX_MIRROR_PACKS", 5)
+    remote = pygit2.init_repository(str(tmp_path / "remote.git"), bare=True)
+    source = GitSource(str(tmp_path / "remote.git"), "main", tmp_path / "mirrors")
+    commits = [_commit_files(remote, {"a.yaml": (b"a: 0\n", pygit2.enums.FileMode.BLOB)})]
+    last = source.poll(None)
+    other = pygit2.Repository(str(source.path))
+    packs = []
+    for n in range(1, 9):
+        commits.append(_commit_files(remote, {
+            "a.yaml": (f"a: {n}\n".encode(), pygit2.enums.FileMode.BLOB)}))
+        last = source.poll(last)
+        assert other[last].peel(pygit2.Commit).tree  # this handle opens the packs so far
+        packs.append(len(list(source.path.glob("objects/pack/*.pack"))))
+    assert packs == [2, 3, 4, 5, 1, 2, 3, 4]
+    for n, sha in enumerate(commits):
+        assert source.read_tree(sha) == {"a.yaml": f"a: {n}\n".encode()}
+        assert other[sha].peel(pygit2.Commit).tree["a.yaml"].data == f"a: {n}\n".encode()
+
+
 def test_force_push_to_unrelated_history(manifest_repo, source):
     old = seed(manifest_repo)
     assert source.poll(None) == old
