@@ -19,11 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import Connection, func, inspect, select
+from sqlalchemy import Connection, func, inspect, select, text
 from sqlmodel import SQLModel
 
 from reconciler.errors import ConfigError
-from state.models import TABLES, Lease, Replica, SchemaVersion
+from state.models import TABLES, Intent, Lease, Replica, SchemaVersion
 
 Migration = Callable[[Connection], None]
 
@@ -40,7 +40,16 @@ def _v2_leases(conn: Connection) -> None:
     SQLModel.metadata.create_all(conn, tables=[Lease.__table__, Replica.__table__])  # type: ignore[attr-defined]
 
 
-MIGRATIONS: tuple[Migration, ...] = (_v1_create_tables, _v2_leases)
+def _v3_pending_intents_index(conn: Connection) -> None:
+    """One index on (binding_id, state) for the pending-intents query of every poll, in
+    place of the index on state alone."""
+    for index in Intent.__table__.indexes:  # type: ignore[attr-defined]
+        if index.name == "ix_intent_binding_state":
+            index.create(conn, checkfirst=True)
+    conn.execute(text("DROP INDEX IF EXISTS ix_intent_state"))
+
+
+MIGRATIONS: tuple[Migration, ...] = (_v1_create_tables, _v2_leases, _v3_pending_intents_index)
 LATEST = len(MIGRATIONS)
 
 _VERSION = SchemaVersion.__table__  # type: ignore[attr-defined]

@@ -139,7 +139,10 @@ class Intent(SQLModel, table=True):
     """The journal: one provider call announced before it is made, and its outcome."""
 
     __tablename__ = "intent"
-    __table_args__ = {"sqlite_autoincrement": True}
+    # Every poll asks for a binding's pending intents: with one index per column SQLite
+    # may pick binding_id and read every intent the binding ever had.
+    __table_args__ = (Index("ix_intent_binding_state", "binding_id", "state"),
+                      {"sqlite_autoincrement": True})
 
     id: int | None = Field(default=None, primary_key=True)
     binding_id: str = Field(foreign_key="repo_binding.id", index=True)
@@ -151,7 +154,7 @@ class Intent(SQLModel, table=True):
     spec_hash: str
     idempotency_key: str = Field(unique=True)
     payload: dict[str, Any] = _json()
-    state: str = Field(default=IntentState.PENDING.value, index=True)
+    state: str = Field(default=IntentState.PENDING.value)
     outcome: dict[str, Any] = _json()
     created_at: datetime = Field(sa_type=UTCDateTime)
     done_at: datetime | None = Field(default=None, sa_type=UTCDateTime)

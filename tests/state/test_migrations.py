@@ -151,3 +151,34 @@ def test_a_version_1_database_is_upgraded_to_leases(
     assert store.schema_version() == m.LATEST >= 2
     assert store.acquire_lease("team-a", "replica-1", timedelta(seconds=15)) == 1
     assert [b.id for b in store.list_bindings()] == ["team-a"]
+
+
+def test_a_version_2_database_gains_the_pending_intents_index(
+    open_store: OpenStore, state_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The index of the second release (state alone) gives way to (binding_id, state)."""
+    monkeypatch.setattr(m, "LATEST", 2)
+    monkeypatch.setattr(m, "MIGRATIONS", m.MIGRATIONS[:2])
+    old = open_store()
+    old.close()
+    execute(state_url, "DROP INDEX ix_intent_binding_state",
+            "CREATE INDEX ix_intent_state ON intent (state)")
+    monkeypatch.undo()
+    assert open_store().schema_version() == m.LATEST >= 3
+    engine = create_engine(state_url)
+    try:
+        with engine.connect() as conn:
+            names = {i["name"] for i in inspect(conn).get_indexes("intent")}
+    finally:
+        engine.dispose()
+    assert "ix_intent_binding_state" in names and "ix_intent_state" not in names
+
+
+def test_pending_intents_are_found_through_their_index(tmp_path: Path) -> None:
+    """The query each poll makes reads only the binding's pending intents."""
+    Store.open(None, tmp_path).close()
+    with sqlite3.connect(tmp_path / "state.db") as conn:
+        plan = conn.execute(
+            "EXPLAIN QUERY PLAN SELECT * FROM intent WHERE state = 'pending' "
+            "AND binding_id = 'b' ORDER BY id").fetchall()
+    assert "USING INDEX ix_intent_binding_state (binding_id=? AND state=?)" in str(plan)
