@@ -178,12 +178,13 @@ def _read_or_empty(source: GitSource, commit: str, path: str) -> dict[str, bytes
         return {}
 
 
-def test_mirror_packs_are_merged_once_fetches_pile_them_up(tmp_path, monkeypatch):
+def test_mirror_packs_are_merged_once_fetches_pile_them_up(git_http_server, tmp_path,
+                                                             monkeypatch):
     """libgit2 leaves one pack per fetch; past the limit they become one, and another
     handle on the same mirror (another thread) still reads every commit."""
     monkeypatch.setattr("reconciler.source.MAX_MIRROR_PACKS", 5)
-    remote = pygit2.init_repository(str(tmp_path / "remote.git"), bare=True)
-    source = GitSource(str(tmp_path / "remote.git"), "main", tmp_path / "mirrors")
+    remote = pygit2.init_repository(str(git_http_server.root / "packs.git"), bare=True)
+    source = GitSource(git_http_server.url_for("packs"), "main", tmp_path / "mirrors")
     commits = [_commit_files(remote, {"a.yaml": (b"a: 0\n", pygit2.enums.FileMode.BLOB)})]
     last = source.poll(None)
     other = pygit2.Repository(str(source.path))
@@ -198,6 +199,35 @@ def test_mirror_packs_are_merged_once_fetches_pile_them_up(tmp_path, monkeypatch
     for n, sha in enumerate(commits):
         assert source.read_tree(sha) == {"a.yaml": f"a: {n}\n".encode()}
         assert other[sha].peel(pygit2.Commit).tree["a.yaml"].data == f"a: {n}\n".encode()
+
+
+def test_a_local_remote_shares_its_objects_and_survives_their_pruning(tmp_path):
+    """A remote on this disk is read in place (no pack per fetch); when it prunes the
+    commit the mirror had (a force-push, then gc), the old commit is reported missing,
+    so the sync reads the new one whole, and everything new still reads."""
+    path = tmp_path / "remote.git"
+    remote = pygit2.init_repository(str(path), bare=True)
+    blob = pygit2.enums.FileMode.BLOB
+    source = GitSource(str(path), "main", tmp_path / "mirrors")
+    first = _commit_files(remote, {"a.yaml": (b"a: 1\n", blob), "b.yaml": (b"b: 1\n", blob)})
+    assert source.poll(None) == first
+    second = _commit_files(remote, {"a.yaml": (b"a: 2\n", blob), "b.yaml": (b"b: 1\n", blob)})
+    assert source.poll(first) == second
+    assert source.changed_paths(first, second).modified == ("a.yaml",)
+    assert not list(source.path.glob("objects/pack/*.pack"))  # nothing was copied
+
+    sig = pygit2.Signature("t", "t@e")  # force-push a new history, then prune the old
+    tree = remote.TreeBuilder()
+    tree.insert("c.yaml", remote.create_blob(b"c: 1\n"), blob)
+    rewritten = str(remote.create_commit(None, sig, sig, "rewrite", tree.write(), []))
+    remote.references["refs/heads/main"].set_target(rewritten)
+    git("-C", path, "reflog", "expire", "--expire=now", "--all")
+    git("-C", path, "gc", "--prune=now", "--quiet")
+    fresh = GitSource(str(path), "main", tmp_path / "mirrors")  # a restarted process
+    assert fresh.poll(second) == rewritten
+    with pytest.raises(SourceError, match="read the full tree"):
+        fresh.changed_paths(second, rewritten)
+    assert fresh.read_tree(rewritten) == {"c.yaml": b"c: 1\n"}
 
 
 def test_force_push_to_unrelated_history(manifest_repo, source):
