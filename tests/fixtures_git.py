@@ -71,6 +71,13 @@ class _GitHttpHandler(BaseHTTPRequestHandler):
         return user if (user, password) == self.server.auth else None
 
     def _cgi(self, body: bytes) -> None:
+        started = time.perf_counter()
+        try:
+            self._answer(body)
+        finally:
+            self.server.busy_seconds += time.perf_counter() - started
+
+    def _answer(self, body: bytes) -> None:
         self.server.requests += 1
         user = self._authorized_user()
         if user is None:
@@ -133,6 +140,7 @@ class _Server(ThreadingHTTPServer):
         self.root = root
         self.auth = auth
         self.requests = 0
+        self.busy_seconds = 0.0  # spent answering requests (git http-backend included)
 
 
 class GitHttpServer:
@@ -152,6 +160,11 @@ class GitHttpServer:
     def requests(self) -> int:
         """How many HTTP requests the server has answered (a cost meter for tests)."""
         return self._server.requests
+
+    @property
+    def busy_seconds(self) -> float:
+        """Time spent answering requests, to tell the server's share of a client's wait."""
+        return self._server.busy_seconds
 
     def url_for(self, name: str) -> str:
         name = name if name.endswith(".git") else f"{name}.git"
