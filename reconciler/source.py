@@ -184,16 +184,13 @@ def set_network_timeouts(connect_ms: int = CONNECT_TIMEOUT_MS,
     pygit2.settings.server_timeout = io_ms
 
 
-def _local_repository(url: str) -> Path | None:
-    """The Git directory of a remote given as a path (or file:// URL) on this machine."""
+def _local_path(url: str) -> str | None:
+    """The path of a remote given as a path (or file:// URL) on this machine, else None."""
     if url.startswith("file://"):
-        url = unquote(urlsplit(url).path)
-    elif "://" in url or _SCP_LIKE.match(url):
+        return unquote(urlsplit(url).path)
+    if "://" in url or _SCP_LIKE.match(url):
         return None
-    try:
-        return Path(pygit2.Repository(url, RepositoryOpenFlag.NO_SEARCH).path)
-    except (pygit2.GitError, KeyError, OSError):
-        return None  # not there yet, or not a repository: the fetch says which
+    return url
 
 
 def _mirror_name(url: str) -> str:
@@ -327,7 +324,7 @@ class GitSource:
                 self._repo.remotes.create("origin", remote_url, _MIRROR_REFSPEC)
         except (OSError, pygit2.GitError) as exc:
             raise ConfigError(f"cannot create the Git mirror {self.path}: {exc}") from None
-        self._local_remote = _local_repository(remote_url)
+        self._local_path = _local_path(remote_url)
         self._shared = False
         self._share_local_objects()
 
@@ -374,9 +371,8 @@ class GitSource:
 
     def _compact(self) -> None:
         """Pack the mirror into one pack once fetches have left more than
-        MAX_MIRROR_PACKS.
-        The old packs are removed after the new one is complete; other handles on this
-        mirror find their objects in the new pack (libgit2 rescans on a miss)."""
+        MAX_MIRROR_PACKS. The old packs go once the new one is complete; other handles
+        on this mirror find their objects in the new pack (libgit2 rescans on a miss)."""
         pack_dir = self.path / "objects" / "pack"
         old = sorted(pack_dir.glob("pack-*.pack"))
         if len(old) <= MAX_MIRROR_PACKS or self._shared:  # shared: packing would copy all
@@ -400,11 +396,13 @@ class GitSource:
         files here); with the objects shared, a fetch only moves the ref. What the remote
         may prune later is what it no longer reaches (say, the commit before a
         force-push); a missing old commit makes the sync read the new one whole."""
-        if self._shared or self._local_remote is None:
+        if self._shared or self._local_path is None:
             return
-        objects = self._local_remote / "objects"
-        if not objects.is_dir():
-            return  # not there yet (or not a repository): fetches copy, as before
+        try:
+            remote = pygit2.Repository(self._local_path, RepositoryOpenFlag.NO_SEARCH)
+        except (pygit2.GitError, KeyError, OSError):
+            return  # not (yet) a repository: the fetch says what is wrong
+        objects = Path(remote.path) / "objects"
         alternates = self.path / "objects" / "info" / "alternates"
         try:
             if not alternates.is_file() or alternates.read_text().strip() != str(objects):
@@ -510,9 +508,13 @@ class GitSource:
         """
         prefix = _clean_path(path)
         found: dict[str, list[str]] = {"added": [], "modified": [], "deleted": []}
-        for change, name in _diff_trees(_subtree(self._commit(old).tree, prefix),
-                                        _subtree(self._commit(new).tree, prefix), prefix):
-            found[change].append(name)
+        try:
+            for change, name in _diff_trees(_subtree(self._commit(old).tree, prefix),
+                                            _subtree(self._commit(new).tree, prefix), prefix):
+                found[change].append(name)
+        except (KeyError, pygit2.GitError) as exc:  # a tree of `old` pruned by its remote
+            raise SourceError(f"commit {old} is incomplete in the mirror of {self.url} "
+                              f"({exc}): read the full tree instead") from None
         return ChangedPaths(**{change: tuple(sorted(names)) for change, names in found.items()})
 
     def read_blobs(self, commit: str, paths: Iterable[str]) -> dict[str, bytes]:
