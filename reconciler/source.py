@@ -407,7 +407,9 @@ class GitSource:
         try:
             if not alternates.is_file() or alternates.read_text().strip() != str(objects):
                 alternates.parent.mkdir(parents=True, exist_ok=True)
-                alternates.write_text(f"{objects}\n")
+                partial = alternates.with_name(f"alternates.{os.getpid()}.tmp")
+                partial.write_text(f"{objects}\n")
+                partial.replace(alternates)  # whole or not at all, for other handles
             self._repo.odb.add_disk_alternate(str(objects))
         except (OSError, pygit2.GitError) as exc:
             log.warning("cannot share the objects of a local remote", extra={
