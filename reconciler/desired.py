@@ -75,8 +75,21 @@ class DesiredTree:
         for d in old.desired:
             if self.index.get(d.key) is d:
                 del self.index[d.key]
+                if self.identity_counts[(d.key.kind, d.key.name)]:  # defined again elsewhere
+                    self._index_another_definition(d.key)
         if self.touched is not None:
             self.touched |= self._keys(old)
+
+    def _index_another_definition(self, key: ResourceKey) -> None:
+        """A key defined in two files lost the copy the index held: index the other one,
+        as a fresh read would. Only duplicates (an invalid tree) get here, so the scan
+        over every file is rare; without it, removing one copy of a moved resource would
+        leave the index without it, and the next plan would delete it."""
+        for result in self.files.values():
+            for d in result.desired:
+                if d.key == key:
+                    self.index[key] = d
+                    return
 
     def _add(self, name: str, content: bytes) -> None:
         manifests, problems = validate_file(name, content)

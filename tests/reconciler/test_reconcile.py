@@ -125,6 +125,21 @@ def test_invalid_commit_applies_nothing(world: World) -> None:
     assert world.backend() == {"a", "b", "bad"}
 
 
+def test_a_resource_moved_in_two_commits_stays(world: World) -> None:
+    """Copy to a new file (invalid: defined twice), then delete the old file: the
+    resource was never meant to go, so nothing is deleted."""
+    world.push({"a.yaml": job("x"), "keep.yaml": job("k")})
+    assert world.sync().result == "applied"
+    world.push({"b.yaml": job("x")}, "copy x to b.yaml")
+    assert world.sync().result == "invalid"
+    world.push({"a.yaml": None}, "drop the old copy")
+    report = world.sync()
+    assert "delete" not in world.actions(report).values()
+    assert world.backend() == {"x", "k"}
+    record = world.store.get_resource(ResourceKey("Job", "team-a", "x"))
+    assert record is not None and record.source_file == "manifests/b.yaml"
+
+
 def test_blocked_cases(world: World) -> None:
     world.push({"capped.yaml": job("capped", '  maxCostUSD: "1.00"\n'),
                 "img.yaml": job("img"),
