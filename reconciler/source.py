@@ -15,6 +15,7 @@ import logging
 import os
 import random
 import re
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -223,33 +224,38 @@ def _subtree(tree: pygit2.Tree, prefix: str) -> pygit2.Tree | None:
 def _diff_trees(old: pygit2.Tree | None, new: pygit2.Tree | None,
                 base: str) -> Iterator[tuple[str, str]]:
     """`(added|modified|deleted, path)` for each manifest file that differs between two
-    folders.
+    folders, in no particular order.
 
     A subfolder whose object id is the same on both sides is skipped whole, so a change
     of one file among 10,000 reads only the folders on its path; libgit2's tree diff
-    walks every entry of both trees instead.
+    walks every entry of both trees instead. A stack, not recursion: any depth is fine.
     """
-    before = {e.name: e for e in old} if old is not None else {}
-    after = {e.name: e for e in new} if new is not None else {}
-    for name in before.keys() | after.keys():
-        was, now = before.get(name), after.get(name)
-        if was is not None and now is not None and was.id == now.id \
-                and was.filemode == now.filemode:
-            continue
-        path = f"{base}/{name}" if base else name
-        was_tree = was if isinstance(was, pygit2.Tree) else None
-        now_tree = now if isinstance(now, pygit2.Tree) else None
-        if was_tree is not None or now_tree is not None:
-            yield from _diff_trees(was_tree, now_tree, path)
-        was_file = was is not None and was_tree is None and _is_manifest(path, was.filemode, "")
-        now_file = now is not None and now_tree is None and _is_manifest(path, now.filemode, "")
-        if was_file and now_file:
-            if was.id != now.id:  # a mode-only change is not a manifest change
-                yield "modified", path
-        elif now_file:
-            yield "added", path
-        elif was_file:
-            yield "deleted", path
+    folders: list[tuple[pygit2.Tree | None, pygit2.Tree | None, str]] = [(old, new, base)]
+    while folders:
+        old, new, base = folders.pop()
+        before = {e.name: e for e in old} if old is not None else {}
+        after = {e.name: e for e in new} if new is not None else {}
+        for name in before.keys() | after.keys():
+            was, now = before.get(name), after.get(name)
+            if was is not None and now is not None and was.id == now.id \
+                    and was.filemode == now.filemode:
+                continue
+            path = f"{base}/{name}" if base else name
+            was_tree = was if isinstance(was, pygit2.Tree) else None
+            now_tree = now if isinstance(now, pygit2.Tree) else None
+            if was_tree is not None or now_tree is not None:
+                folders.append((was_tree, now_tree, path))
+            was_file = was is not None and was_tree is None and _is_manifest(
+                path, was.filemode, "")
+            now_file = now is not None and now_tree is None and _is_manifest(
+                path, now.filemode, "")
+            if was_file and now_file:
+                if was.id != now.id:  # a mode-only change is not a manifest change
+                    yield "modified", path
+            elif now_file:
+                yield "added", path
+            elif was_file:
+                yield "deleted", path
 
 
 class _Callbacks(pygit2.RemoteCallbacks):
@@ -378,14 +384,20 @@ class GitSource:
         if len(old) <= MAX_MIRROR_PACKS or self._shared:  # shared: packing would copy all
             return
         try:
-            self._repo.pack()
-            if set(pack_dir.glob("pack-*.pack")) == set(old):
-                return  # the new pack is named as an old one (same objects): keep them all
+            # Written aside, then moved in (pack before index, as git does), so its name
+            # is known: only the packs it replaces are removed, never one written since.
+            with tempfile.TemporaryDirectory(dir=pack_dir) as aside:
+                self._repo.pack(aside)
+                (written,) = Path(aside).glob("pack-*.pack")
+                for suffix in (".pack", ".idx"):
+                    written.with_suffix(suffix).replace(pack_dir / f"{written.stem}{suffix}")
             for pack in old:
+                if pack.stem == written.stem:
+                    continue  # the same objects in the same pack: it was just rewritten
                 for part in pack_dir.glob(f"{pack.stem}.*"):
                     if part.suffix in (".pack", ".idx", ".rev", ".bitmap"):
                         part.unlink(missing_ok=True)
-        except (pygit2.GitError, OSError) as exc:  # the fetch itself succeeded
+        except (pygit2.GitError, OSError, ValueError) as exc:  # the fetch itself succeeded
             log.warning("could not pack the Git mirror", extra={"mirror": str(self.path),
                                                                 "error": str(exc)})
 
@@ -399,10 +411,16 @@ class GitSource:
         if self._shared or self._local_path is None:
             return
         try:
-            remote = pygit2.Repository(self._local_path, RepositoryOpenFlag.NO_SEARCH)
+            git_dir = Path(pygit2.Repository(self._local_path, RepositoryOpenFlag.NO_SEARCH)
+                           .path)
+            common = git_dir / "commondir"  # a linked worktree keeps its objects there
+            if common.is_file():
+                git_dir = (git_dir / common.read_text().strip()).resolve()
         except (pygit2.GitError, KeyError, OSError):
             return  # not (yet) a repository: the fetch says what is wrong
-        objects = Path(remote.path) / "objects"
+        objects = git_dir / "objects"
+        if not (objects / "pack").is_dir():
+            return  # an object store of another shape: fetches copy, as before
         alternates = self.path / "objects" / "info" / "alternates"
         try:
             if not alternates.is_file() or alternates.read_text().strip() != str(objects):

@@ -178,6 +178,26 @@ def _read_or_empty(source: GitSource, commit: str, path: str) -> dict[str, bytes
         return {}
 
 
+def test_changed_paths_in_folders_nested_deeper_than_python_recurses(tmp_path):
+    remote = pygit2.init_repository(str(tmp_path / "remote.git"), bare=True)
+    source = GitSource(str(tmp_path / "remote.git"), "main", tmp_path / "mirrors")
+    sig = pygit2.Signature("t", "t@e")
+    commits = []
+    for content in (b"a: 1\n", b"a: 2\n"):
+        builder = remote.TreeBuilder()
+        builder.insert("a.yaml", remote.create_blob(content), pygit2.enums.FileMode.BLOB)
+        tree = builder.write()
+        for _ in range(1500):  # built from the bottom up: d/d/.../d/a.yaml
+            builder = remote.TreeBuilder()
+            builder.insert("d", tree, pygit2.enums.FileMode.TREE)
+            tree = builder.write()
+        commits.append(str(remote.create_commit(
+            "refs/heads/main", sig, sig, "deep", tree, commits[-1:])))
+    source.fetch()
+    deep = "/".join(["d"] * 1500)
+    assert source.changed_paths(*commits).modified == (f"{deep}/a.yaml",)
+
+
 def test_mirror_packs_are_merged_once_fetches_pile_them_up(git_http_server, tmp_path,
                                                              monkeypatch):
     """libgit2 leaves one pack per fetch; past the limit they become one, and another
@@ -228,6 +248,21 @@ def test_a_local_remote_shares_its_objects_and_survives_their_pruning(tmp_path):
     with pytest.raises(SourceError, match="read the full tree"):
         fresh.changed_paths(second, rewritten)
     assert fresh.read_tree(rewritten) == {"c.yaml": b"c: 1\n"}
+
+
+def test_a_linked_worktree_remote_shares_its_repository_objects(tmp_path):
+    """A worktree's Git directory has no objects of its own: its repository's are used."""
+    main = tmp_path / "main"
+    git("init", "-q", "-b", "main", main)
+    (main / "a.yaml").write_text("a: 1\n")
+    git("-C", main, "add", "a.yaml")
+    git("-C", main, "-c", "user.name=t", "-c", "user.email=t@e", "commit", "-qm", "a")
+    git("-C", main, "worktree", "add", "-q", "-b", "side", tmp_path / "side")
+    source = GitSource(str(tmp_path / "side"), "side", tmp_path / "mirrors")
+    assert source.read_tree(source.fetch()) == {"a.yaml": b"a: 1\n"}
+    alternates = source.path / "objects" / "info" / "alternates"
+    assert alternates.read_text().strip() == str((main / ".git" / "objects").resolve())
+    assert not list(source.path.glob("objects/pack/*.pack"))
 
 
 def test_force_push_to_unrelated_history(manifest_repo, source):
