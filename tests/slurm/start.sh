@@ -21,6 +21,10 @@ ETC=$STATE/etc RUN=$STATE/run LOG=$STATE/log
 export SLURM_CONF=$ETC/slurm.conf
 URL=http://127.0.0.1:$PORT
 unset SLURM_JWT  # the daemons and this script authenticate with munge
+HERE=$(cd "$(dirname "$0")" && pwd)
+# The daemons keep this script's working directory: one that is deleted later (a test
+# checkout) makes slurmrestd die on its next job submission, so they start from /.
+cd /
 
 say() { echo "start.sh: $*" >&2; }
 print_env() {
@@ -61,7 +65,7 @@ FULL=1
 if alive slurmctld && alive slurmd; then
   FULL=0
 else
-  "$(dirname "$0")/stop.sh" >/dev/null 2>&1 || true
+  "$HERE/stop.sh" >/dev/null 2>&1 || true
 fi
 
 mkdir -p "$ETC" "$RUN" "$LOG" "$STATE/ctld" "$STATE/spool" "$STATE/dev" "$STATE/shared"
