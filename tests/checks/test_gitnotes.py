@@ -146,3 +146,15 @@ def test_a_writer_opened_on_a_repository_object_pushes_with_its_origin(git_http_
     writer.post(run("error", commit=pushed, title="provider unreachable"))
     assert _note_json(_remote_notes(git_http_server, tmp_path))["nodus/prod/sync"][
         "state"] == "error"
+
+
+def test_notes_reach_a_remote_given_by_path_whose_objects_the_mirror_shares(
+        git_http_server, pushed, tmp_path):
+    bare = git_http_server.root / "manifests.git"
+    source = GitSource(str(bare), "main", tmp_path / "mirrors")
+    source.fetch()
+    assert (source.path / "objects" / "info" / "alternates").is_file()
+    writer = GitNotesWriter(source.path, str(bare), push=True, clock=Clock(T0))
+    writer.post(run("success", context="nodus/prod/sync", commit=pushed))
+    log = git("--git-dir", bare, "log", "--notes=nodus", "-1")
+    assert _note_json(log)["nodus/prod/sync"]["state"] == "success"
