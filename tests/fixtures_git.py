@@ -75,10 +75,12 @@ class _GitHttpHandler(BaseHTTPRequestHandler):
         try:
             self._answer(body)
         finally:
-            self.server.busy_seconds += time.perf_counter() - started
+            with self.server.counting:
+                self.server.busy_seconds += time.perf_counter() - started
 
     def _answer(self, body: bytes) -> None:
-        self.server.requests += 1
+        with self.server.counting:
+            self.server.requests += 1
         user = self._authorized_user()
         if user is None:
             self.send_response(401)
@@ -139,6 +141,7 @@ class _Server(ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _GitHttpHandler)
         self.root = root
         self.auth = auth
+        self.counting = threading.Lock()  # requests are answered on threads of their own
         self.requests = 0
         self.busy_seconds = 0.0  # spent answering requests (git http-backend included)
 
