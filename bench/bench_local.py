@@ -29,8 +29,9 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from providers.base import Workload  # noqa: E402
+from providers.jsonfiles import read_json  # noqa: E402
 from providers.local import LocalConfig, LocalProvider  # noqa: E402
-from providers.local.rundir import RunDir, read_json  # noqa: E402
+from providers.local.rundir import RunDir  # noqa: E402
 from providers.local.settings import bubblewrap_works  # noqa: E402
 from reconciler.identity import ResourceKey  # noqa: E402
 from reconciler.phases import is_terminal  # noqa: E402

@@ -14,8 +14,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from providers.jsonfiles import read_json, write_json
 from providers.local import jobstate, limits, provisioning, runs, sandbox, suspension
-from providers.local.rundir import RunDir, read_json, write_json
+from providers.local.rundir import RunDir
 from providers.local.spec import compact_indexes, parse_job
 from reconciler.phases import Phase, Reason, is_terminal
 

@@ -16,8 +16,9 @@ import time
 from pathlib import Path
 
 import providers
+from providers.jsonfiles import read_json, write_json
 from providers.local import procs
-from providers.local.rundir import RunDir, read_json, write_json
+from providers.local.rundir import RunDir
 
 _PACKAGE_ROOT = str(Path(providers.__file__).resolve().parent.parent)
 

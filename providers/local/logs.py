@@ -8,7 +8,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from providers.local.rundir import RunDir, read_json
+from providers.jsonfiles import read_json
+from providers.local.rundir import RunDir
 from reconciler.errors import NotFoundError
 from reconciler.identity import ResourceKey
 from reconciler.phases import is_terminal

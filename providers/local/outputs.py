@@ -14,7 +14,8 @@ import os
 import shutil
 from pathlib import Path
 
-from providers.local.rundir import RunDir, read_json
+from providers.jsonfiles import read_json
+from providers.local.rundir import RunDir
 from providers.local.spec import Output, SpecError
 from reconciler.errors import NotFoundError, PermanentError
 from reconciler.identity import ResourceKey

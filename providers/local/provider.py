@@ -26,18 +26,18 @@ from pathlib import Path
 from typing import Any
 
 from providers.base import Observed, Workload
+from providers.jsonfiles import owned_records, read_json, write_json
 from providers.local import jobstate, launcher, limits, procs, recovery, settings
 from providers.local.config import LocalConfig
 from providers.local.cost import estimate, run_rate
 from providers.local.logs import iter_logs
 from providers.local.observe import to_observed
 from providers.local.outputs import copy_output, output_path
-from providers.local.rundir import RunDir, read_json, write_json
+from providers.local.rundir import RunDir
 from providers.local.spec import JobSpec, SpecError, parse_job
 from reconciler.errors import ConfigError, NotFoundError, PermanentError, TransientError
 from reconciler.identity import (
     ResourceKey,
-    owned_by,
 )
 from reconciler.phases import Phase, is_terminal
 
@@ -295,20 +295,8 @@ class LocalProvider:
             return self._revive(run, key)
 
     def list_owned(self, project: str, instance: str) -> list[Observed]:
-        base = self.root / project
-        if not base.is_dir():
-            return []
-        found = []
-        for entry in sorted(base.iterdir()):
-            if entry.name.startswith(".") or not (entry / "manifest.json").exists():
-                continue
-            doc = read_json(entry / "manifest.json") or {}
-            if not owned_by(doc.get("manifest", {}), instance):
-                continue
-            observed = self.get(ResourceKey.parse(doc["key"]))
-            if observed is not None:
-                found.append(observed)
-        return found
+        return [observed for doc in owned_records(self.root / project, "manifest.json", instance)
+                if (observed := self.get(ResourceKey.parse(doc["key"]))) is not None]
 
     # -- the CLI's read-only helpers -------------------------------------------------
     def estimate(self, manifest: dict[str, Any]) -> str:

@@ -2,8 +2,8 @@
 
 The run directory is the only state of the local backend: the provider and the
 Job's supervisor talk through it, and a restarted reconciler finds everything again by
-reading it. Every JSON file is replaced atomically (write a temporary file, then
-`os.replace`); events are appended one JSON object a line.
+reading it. Every JSON file is replaced atomically (`providers.jsonfiles`); events are
+appended one JSON object a line.
 
     manifest.json    the Job as created (key, idempotency key, manifest, spec hash)
     settings.json    the resolved backend settings the supervisor runs with
@@ -17,7 +17,6 @@ reading it. Every JSON file is replaced atomically (write a temporary file, then
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import re
@@ -28,33 +27,7 @@ from typing import Any
 
 from reconciler.identity import ResourceKey
 
-_SEQUENCE = itertools.count()
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
-
-
-def write_json(path: Path, data: Any) -> None:
-    """Replace `path` atomically with `data` as JSON."""
-    tmp = path.parent / f".{path.name}.{os.getpid()}.{next(_SEQUENCE)}.tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, separators=(",", ":"), sort_keys=True)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-
-
-def read_json(path: Path) -> Any:
-    """The JSON in `path`, or None when it does not exist."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
 
 
 def check_name(text: str, what: str) -> str:

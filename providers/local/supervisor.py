@@ -20,9 +20,10 @@ import sys
 import time
 from pathlib import Path
 
+from providers.jsonfiles import write_json
 from providers.local import procs
 from providers.local.driver import JobDriver
-from providers.local.rundir import RunDir, write_json
+from providers.local.rundir import RunDir
 from reconciler.phases import is_terminal
 
 LOCK_WAIT_SECONDS = 2.0

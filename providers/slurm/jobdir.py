@@ -16,17 +16,16 @@ reconciler runs as root.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import pwd
 import re
 import shutil
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from providers import jsonfiles
 from reconciler.errors import PermanentError
 from reconciler.identity import ResourceKey
 
@@ -34,17 +33,13 @@ _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
 def read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text())
-    except (FileNotFoundError, ValueError):
-        return None
+    """A record on the shared filesystem, or None when missing or not JSON."""
+    return jsonfiles.read_json(path, unreadable_is_missing=True)
 
 
 def write_json(path: Path, doc: Any) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        json.dump(doc, f)
-    os.replace(tmp, path)
+    """Records hold the manifest: readable by the reconciler's user only."""
+    jsonfiles.write_json(path, doc, mode=0o600)
 
 
 class JobDir:

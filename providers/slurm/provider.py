@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from providers.base import Observed, Workload
+from providers.jsonfiles import owned_records
 from providers.local.cost import estimate, run_rate
 from providers.local.outputs import OutputError, collect
 from providers.local.spec import JobSpec, Output, SpecError, parse_job
@@ -33,7 +34,6 @@ from providers.slurm.status import Decision, decide
 from reconciler.errors import NotFoundError, PermanentError, ProviderError
 from reconciler.identity import (
     ResourceKey,
-    owned_by,
 )
 from reconciler.phases import Phase, Reason
 
@@ -190,18 +190,10 @@ class SlurmProvider:
             return None if doc is None else self._step(key, jd, doc)
 
     def list_owned(self, project: str, instance: str) -> list[Observed]:
-        base = self.root / project
-        found: list[Observed] = []
-        for entry in sorted(base.iterdir()) if base.is_dir() else []:
-            doc = read_json(entry / "job.json")
-            if not doc:
-                continue
-            if not owned_by(doc["manifest"], instance):
-                continue
-            observed = self.get(ResourceKey.parse(doc["key"]))
-            if observed is not None:
-                found.append(observed)
-        return found
+        records = owned_records(self.root / project, "job.json", instance,
+                                unreadable_is_missing=True)
+        return [observed for doc in records
+                if (observed := self.get(ResourceKey.parse(doc["key"]))) is not None]
 
     # -- read-only helpers (the CLI, the Pipeline controller) --------------------------
     def estimate(self, manifest: dict[str, Any]) -> str:

@@ -7,8 +7,9 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from providers.jsonfiles import read_json
 from providers.local.logs import attempts, iter_logs
-from providers.local.rundir import RunDir, read_json
+from providers.local.rundir import RunDir
 from reconciler.errors import NotFoundError
 from reconciler.identity import ResourceKey
 from state.records import InventoryRecord

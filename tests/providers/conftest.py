@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 
 from providers.base import Observed, Workload
+from providers.jsonfiles import read_json
 from providers.local import procs
 from providers.local.config import LocalConfig
 from providers.local.provider import LocalProvider
-from providers.local.rundir import RunDir, read_json
+from providers.local.rundir import RunDir
 from reconciler.identity import LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE, ResourceKey
 from tests.support.waiting import wait_for
 

@@ -7,9 +7,9 @@ from decimal import Decimal
 
 import pytest
 
+from providers.jsonfiles import read_json
 from providers.local import RateCard, estimate
 from providers.local.procs import is_same_process
-from providers.local.rundir import read_json
 from reconciler.errors import PermanentError
 from reconciler.phases import FIXES
 from tests.providers.conftest import INSTANCE, PROJECT, manifest

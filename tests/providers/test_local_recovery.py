@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 from providers.base import Workload
+from providers.jsonfiles import read_json
 from providers.local.procs import is_same_process
-from providers.local.rundir import read_json
 from reconciler.identity import ResourceKey
 from reconciler.phases import FIXES
 from tests.providers.conftest import INSTANCE, PROJECT, manifest

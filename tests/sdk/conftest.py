@@ -20,8 +20,8 @@ import pygit2
 import pytest
 import yaml
 
+from providers.jsonfiles import read_json
 from providers.local import procs
-from providers.local.rundir import read_json
 from reconciler import sdk as nodus
 from tests.fixtures_git import GitHttpServer, ManifestRepo, git, serve_git_http
 
