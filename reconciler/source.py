@@ -331,8 +331,7 @@ class GitSource:
         except (OSError, pygit2.GitError) as exc:
             raise ConfigError(f"cannot create the Git mirror {self.path}: {exc}") from None
         self._local_path = _local_path(remote_url)
-        self._shared = False
-        self._share_local_objects()
+        self._shared = False  # set by the first fetch (an existing mirror reads its file)
 
     def __repr__(self) -> str:
         return f"GitSource({self.url!r}, branch={self.branch!r}, path={str(self.path)!r})"
