@@ -5,7 +5,10 @@ again later) or `PermanentError` (the request or the setup is wrong). `ApiClient
 every host's HTTP behaviour lives: a minimum interval between writes per host, retries with
 equal-jitter backoff on 429 and 5xx, GitHub's rate-limit headers honoured, and waits too
 long to sleep through turned into a `TransientError` so a reconcile never stalls on a check.
-Tokens reach only the Authorization header: never a log line, a repr or an exception.
+A 401 is tried once more when the token source has a fresher token (a GitHub App
+installation token that expired between two requests). Paginated lists follow the
+`Link: rel="next"` header, on the same API only. Tokens reach only the Authorization
+header: never a log line, a repr or an exception.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -32,6 +35,7 @@ log = logging.getLogger("nodus_gitops.checks")
 
 _SCP_LIKE = re.compile(r"^(?:[^@/]+@)?([^:/]+):(.+)$")  # git@host:owner/repo.git
 _WRITES = frozenset({"POST", "PATCH", "PUT", "DELETE"})
+MAX_PAGES = 100  # of one list (100 items a page): a pull request's comments, open PRs
 
 
 @runtime_checkable
@@ -43,10 +47,23 @@ class CheckWriter(Protocol):
     def post(self, run: CheckRun) -> None: ...
 
 
+class TokenSource(Protocol):
+    """Where a client takes the token of each request. `setting` names what a user changes
+    when the token is refused; `renew(rejected)` is asked after a 401 and says whether a
+    different token can now be had (then the request is sent once more)."""
+
+    @property
+    def setting(self) -> str: ...
+
+    def get(self) -> str: ...
+
+    def renew(self, rejected: str) -> bool: ...
+
+
 @dataclass(frozen=True, repr=False)
 class Token:
     """An API token from the environment or a file; the file is re-read on every use so a
-    rotated token (a GitHub App installation token lasts an hour) is picked up."""
+    token rotated by something outside is picked up."""
 
     setting: str  # the setting a user changes when the token is rejected
     value: str | None = None
@@ -60,6 +77,10 @@ class Token:
         except OSError as exc:
             raise PermanentError(f"{self.setting}: cannot read {self.file}: "
                                  f"{exc.strerror}") from None
+
+    def renew(self, rejected: str) -> bool:
+        """A file rewritten since the refused token was read holds another one."""
+        return self.file is not None and self.get() != rejected
 
     def __repr__(self) -> str:
         return f"Token({self.setting})"
@@ -138,7 +159,7 @@ class ApiClient:
     (None when empty) or raises TransientError/PermanentError with a token-free message."""
 
     base_url: str
-    token: Token
+    token: TokenSource
     auth: Callable[[str], Mapping[str, str]]  # token -> the auth header(s) of this host
     headers: Mapping[str, str] = field(default_factory=dict)
     min_interval: float = 1.0
@@ -162,29 +183,58 @@ class ApiClient:
         self._client.close()
 
     def request(self, method: str, path: str, *, json: Any = None,
-                params: Mapping[str, str] | None = None) -> Any:
-        method = method.upper()
+                params: Mapping[str, str] | None = None, needs: str = "") -> Any:
+        """`needs` names the permission the request takes (`checks: write`), for the
+        message of a 403 whose response does not say it."""
+        return _decode(self._exchange(method.upper(), path, self.base_url + path, json,
+                                      params, needs))
+
+    def pages(self, path: str, *, params: Mapping[str, str] | None = None,
+              needs: str = "") -> Iterator[Any]:
+        """The decoded body of each page of a list, following `Link: rel="next"`. A next
+        page on another address is refused: the token goes to this API only."""
+        url, query = self.base_url + path, params
+        for _ in range(MAX_PAGES):
+            response = self._exchange("GET", path, url, None, query, needs)
+            yield _decode(response)
+            following = response.links.get("next", {}).get("url")
+            if not following:
+                return
+            if not following.startswith(self.base_url + "/"):
+                raise PermanentError(f"GET {self.host}{path}: the next page is on another "
+                                     f"address ({redact(following)}); not followed")
+            url, query = following, None
+        raise PermanentError(f"GET {self.host}{path}: more than {MAX_PAGES} pages")
+
+    def _exchange(self, method: str, path: str, url: str, json: Any,
+                  params: Mapping[str, str] | None, needs: str) -> httpx.Response:
         where = f"{method} {self.host}{path}"
-        for attempt in range(1, self.retry.attempts + 1):
+        renewed = False
+        attempt = 0
+        while True:
+            attempt += 1
             self._wait_turn(method, where)
             token = self.token.get()
             try:
-                response = self._client.request(
-                    method, self.base_url + path, json=json, params=params,
-                    headers=dict(self.auth(token)))
+                response = self._client.request(method, url, json=json, params=params,
+                                                headers=dict(self.auth(token)))
             except httpx.TransportError as exc:
                 delay = self._backoff.next_delay(attempt)
                 self._again_or_raise(attempt, delay, f"{where}: {type(exc).__name__}")
                 continue
             self._note_exhaustion(response)
             if response.is_success:
-                return _decode(response)
+                return response
+            if response.status_code == 401 and not renewed and self.token.renew(token):
+                renewed, attempt = True, attempt - 1  # expired: once more, fresh token
+                log.info("token refused, retrying with a fresh one",
+                         extra={"host": self.host, "request": where})
+                continue
             delay = self._retry_delay(response, attempt)
             if delay is None:
-                raise self._permanent(response, where, token)
+                raise self._permanent(response, where, token, needs)
             self._again_or_raise(attempt, delay, _scrub(
                 f"{where} answered {response.status_code}: {_api_message(response)}", token))
-        raise AssertionError("unreachable")  # the last attempt always returns or raises
 
     # -- pacing -------------------------------------------------------------------------
 
@@ -231,13 +281,17 @@ class ApiClient:
         backoff = self._backoff.next_delay(attempt)
         return max(backoff, self.retry.secondary_wait) if status in (403, 429) else backoff
 
-    def _permanent(self, response: httpx.Response, where: str, token: str) -> PermanentError:
+    def _permanent(self, response: httpx.Response, where: str, token: str,
+                   needs: str) -> PermanentError:
         status = response.status_code
         message = f"{where} answered {status}: {_api_message(response)}"
         if status == 401:
             message += f"; the token was rejected: check {self.token.setting}"
         elif status == 403:
-            message += f"; the token may lack permission: check {self.token.setting}"
+            # GitHub names what an App or fine-grained token lacks in this header.
+            wanted = response.headers.get("x-accepted-github-permissions") or needs
+            wanted = f" ({wanted})" if wanted else ""
+            message += f"; the token may lack permission{wanted}: check {self.token.setting}"
         kind = NotFoundError if status == 404 else PermanentError
         return kind(_scrub(message, token))
 
