@@ -102,6 +102,11 @@ class Credentials:
         return cls(**{k: v or None for k, v in values.items()},
                    hint=f"check the credentials file {path}")
 
+    def secret(self, fresh: bool = False) -> str | None:
+        """The password or token to send now; `fresh` when the remote refused the last
+        one (credentials whose tokens expire fetch a new one)."""
+        return self.password
+
     def __repr__(self) -> str:
         shown = [f"{name}=<set>" for name in ("username", "password", "ssh_passphrase")
                  if getattr(self, name)]
@@ -281,7 +286,8 @@ class _Callbacks(pygit2.RemoteCallbacks):
         self.attempts += 1
         if self.attempts > MAX_AUTH_ATTEMPTS:
             raise self.failure(f"the remote rejected the credentials {MAX_AUTH_ATTEMPTS} times")
-        if allowed_types & CredentialType.SSH_KEY and (creds.ssh_key or not creds.password):
+        password = creds.secret(fresh=self.attempts > 1)
+        if allowed_types & CredentialType.SSH_KEY and (creds.ssh_key or not password):
             if creds.ssh_key is None:
                 return pygit2.KeypairFromAgent(user)
             return pygit2.Keypair(
@@ -290,8 +296,8 @@ class _Callbacks(pygit2.RemoteCallbacks):
                 os.path.expanduser(creds.ssh_key),
                 creds.ssh_passphrase or "",
             )
-        if allowed_types & CredentialType.USERPASS_PLAINTEXT and creds.password:
-            return pygit2.UserPass(user, creds.password)
+        if allowed_types & CredentialType.USERPASS_PLAINTEXT and password:
+            return pygit2.UserPass(user, password)
         raise self.failure("the remote requires credentials and none are configured")
 
 

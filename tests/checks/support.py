@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import random
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
 
 from reconciler.checks.base import ApiClient, HostLimiter, RetryPolicy, Token
 from reconciler.checks.model import Annotation, CheckRun
@@ -17,12 +21,13 @@ SHA = "ce587453ced02b1526dfb4cb910479d431683101"
 TOKEN = "tok-3f9a1c7e5b2d"  # a fake, long enough to be recognisable in any output
 
 
-def recorded(host: str, name: str, **replace: str) -> httpx.Response:
+def recorded(host: str, name: str, *, fields: dict[str, Any] | None = None,
+             **replace: str) -> httpx.Response:
     """The response `name` of tests/testdata/hosts/<host>.json; `replace` fills header
-    placeholders (e.g. RESET=epoch seconds)."""
+    placeholders (e.g. RESET=epoch seconds), `fields` replaces top-level body fields."""
     entry: dict[str, Any] = json.loads((HOSTS / f"{host}.json").read_text())[name]
     headers = {k: replace.get(v, v) for k, v in entry.get("headers", {}).items()}
-    body = entry["body"]
+    body = entry["body"] if fields is None else {**entry["body"], **fields}
     if isinstance(body, str):
         return httpx.Response(entry["status"], text=body, headers=headers)
     return httpx.Response(entry["status"], json=body, headers=headers)
@@ -66,3 +71,23 @@ def run(state: str = "success", *, context: str = "nodus/prod/sync", title: str 
 
 def body(request: httpx.Request) -> Any:
     return json.loads(request.content)
+
+
+@functools.cache
+def app_key_pem() -> str:
+    """A GitHub App's private key as GitHub hands it out: RSA, PEM, unencrypted."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(serialization.Encoding.PEM,
+                             serialization.PrivateFormat.TraditionalOpenSSL,
+                             serialization.NoEncryption()).decode()
+
+
+def app_public_key() -> rsa.RSAPublicKey:
+    key = serialization.load_pem_private_key(app_key_pem().encode(), password=None)
+    assert isinstance(key, rsa.RSAPrivateKey)
+    return key.public_key()
+
+
+def iso(epoch: float) -> str:
+    """An `expires_at` as GitHub writes it."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
