@@ -5,6 +5,10 @@ Environment: `NODUS_GITOPS_HOME` (state directory), `NODUS_GITOPS_STATE` (state 
 `NODUS_GITOPS_INSTANCE`, `NODUS_GITOPS_LISTEN`, and per binding
 `NODUS_GITOPS_REPO_<ID>_<FIELD>` (ID upper-cased with '-' as '_', FIELD in upper snake
 case: `NODUS_GITOPS_REPO_TEAM_A_MAX_DELETIONS=20`).
+
+Two top-level sections are shared by bindings: `githubApp` (the GitHub App a binding
+authenticates as with `credentials: {githubApp: true}`: one token cache for all of them)
+and `budgets` (each project's spending limit; a binding carries its project's budget).
 """
 
 from __future__ import annotations
@@ -15,10 +19,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pygit2
 import yaml
 
+from reconciler.checks.base import split_repo_url
+from reconciler.checks.budget import Budget, budgets_from_settings
+from reconciler.checks.github_app import GitHubApp, git_credentials
 from reconciler.errors import ConfigError
 from reconciler.quantities import parse_duration
 from reconciler.source import Credentials
@@ -48,9 +56,16 @@ class Binding:
     credentials_file: str | None = None
     check_workloads: bool = False  # `checks: {workloads: true}`: a run check per commit
     preview_branches: tuple[str, ...] = ()  # branches planned (never applied) as previews
+    comments: bool = False  # the plan as one comment on each pull or merge request
+    # `credentials: {githubApp: true}`: Git over HTTPS and the GitHub API as the App.
+    github_app: GitHubApp | None = field(default=None, compare=False)
+    budget: Budget | None = field(default=None, compare=False)  # budgets.<project>
 
     def credentials(self) -> Credentials | None:
-        """The Git credentials its settings name (a file, or an environment prefix)."""
+        """The Git credentials its settings name (a file, an environment prefix, or the
+        GitHub App's installation token for an HTTPS URL)."""
+        if self.github_app is not None and self.url.startswith(("https://", "http://")):
+            return git_credentials(self.github_app, split_repo_url(self.url)[1])
         if self.credentials_file:
             return Credentials.from_file(self.credentials_file)
         if self.credentials_env:
@@ -68,6 +83,8 @@ class Settings:
     providers: dict[str, dict[str, Any]] = field(default_factory=dict)
     checks: dict[str, Any] = field(default_factory=dict)
     dashboard: dict[str, Any] = field(default_factory=dict)  # token / basicAuth
+    github_app: GitHubApp | None = None
+    budgets: dict[str, Budget] = field(default_factory=dict)  # project -> its budget
 
     def binding(self, id: str) -> Binding:
         for b in self.bindings:
@@ -82,8 +99,10 @@ class Settings:
         return settings
 
 
+_SHARED = ("github_app", "budget")  # set from the top-level sections, not per binding
 _CAMEL = {f.name: re.sub(r"_([a-z])", lambda m: m.group(1).upper(), f.name)
-          for f in fields(Binding)}
+          for f in fields(Binding) if f.name not in _SHARED}
+_CREDENTIALS = ("env", "file", "githubApp")
 
 
 def _snake_env(name: str) -> str:
@@ -109,14 +128,8 @@ def _coerce(binding_field: str, value: Any, where: str) -> Any:
         if not isinstance(items, list | tuple) or not all(isinstance(i, str) for i in items):
             raise ConfigError(f"{where}: a list of branch patterns such as [preview/*]")
         return tuple(i.strip() for i in items if i.strip())
-    if binding_field in ("allow_empty", "self_heal", "check_workloads"):
-        if isinstance(value, bool):
-            return value
-        if str(value).lower() in ("true", "1", "yes"):
-            return True
-        if str(value).lower() in ("false", "0", "no"):
-            return False
-        raise ConfigError(f"{where}: {value!r} is not true or false")
+    if binding_field in ("allow_empty", "self_heal", "check_workloads", "comments"):
+        return _bool(value, where)
     if binding_field == "max_deletions":
         try:
             number = int(value)
@@ -130,15 +143,25 @@ def _coerce(binding_field: str, value: Any, where: str) -> Any:
     return value
 
 
-def binding_from_mapping(raw: Mapping[str, Any], where: str) -> Binding:
+def _bool(value: Any, where: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if str(value).lower() in ("true", "1", "yes"):
+        return True
+    if str(value).lower() in ("false", "0", "no"):
+        return False
+    raise ConfigError(f"{where}: {value!r} is not true or false")
+
+
+def binding_from_mapping(raw: Mapping[str, Any], where: str, *,
+                         github_app: GitHubApp | None = None) -> Binding:
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{where}: a repo binding is a mapping with at least id and url")
     known = {camel: name for name, camel in _CAMEL.items()}
     values: dict[str, Any] = {}
     for key, value in raw.items():
         if key == "credentials" and isinstance(value, Mapping):
-            values["credentials_env"] = value.get("env")
-            values["credentials_file"] = value.get("file")
+            values.update(_credentials(value, f"{where}.credentials", github_app))
             continue
         if key == "checks" and isinstance(value, Mapping):
             unknown = set(value) - {"workloads"}
@@ -150,7 +173,7 @@ def binding_from_mapping(raw: Mapping[str, Any], where: str) -> Binding:
             continue
         if key not in known:
             raise ConfigError(f"{where}: unknown setting {key!r} (known: "
-                              f"{', '.join(sorted(known - {'checkWorkloads'}))}, checks, "
+                              f"{', '.join(sorted(set(known) - {'checkWorkloads'}))}, checks, "
                               "credentials)")
         values[known[key]] = _coerce(known[key], value, f"{where}.{key}")
     for required in ("id", "url"):
@@ -159,7 +182,38 @@ def binding_from_mapping(raw: Mapping[str, Any], where: str) -> Binding:
     if not _ID.match(values["id"]):
         raise ConfigError(f"{where}.id: {values['id']!r} must be lowercase letters, digits "
                           "and '-'")
+    if values.get("github_app") is not None:
+        _check_app_host(values["github_app"], values["url"], f"{where}.credentials.githubApp")
     return Binding(**values)
+
+
+def _credentials(raw: Mapping[str, Any], where: str,
+                 github_app: GitHubApp | None) -> dict[str, Any]:
+    unknown = sorted(set(raw) - set(_CREDENTIALS))
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting {unknown[0]!r} (known: "
+                          f"{', '.join(_CREDENTIALS)})")
+    values = {"credentials_env": raw.get("env"), "credentials_file": raw.get("file")}
+    if _bool(raw.get("githubApp", False), f"{where}.githubApp"):
+        if github_app is None:
+            raise ConfigError(f"{where}.githubApp: there is no githubApp section (set "
+                              "githubApp.appId and githubApp.privateKeyFile)")
+        if raw.get("env") or raw.get("file"):
+            raise ConfigError(f"{where}: githubApp or env/file, not both")
+        values["github_app"] = github_app
+    return values
+
+
+def _check_app_host(app: GitHubApp, url: str, where: str) -> None:
+    """The App's token goes only to the App's own host."""
+    try:
+        host = urlsplit(split_repo_url(url)[0]).netloc
+    except ValueError:  # a path on this machine
+        host = ""
+    if host.lower() != app.web_host.lower():
+        raise ConfigError(f"{where}: the repository is on {host or 'this machine'}, not on "
+                          f"the App's host {app.web_host} (for GitHub Enterprise Server set "
+                          "githubApp.apiUrl)")
 
 
 def _env_overrides(binding: Binding, environ: Mapping[str, str]) -> Binding:
@@ -182,6 +236,9 @@ def load_settings(config_file: str | None = None, *, environ: Mapping[str, str] 
     raw: dict[str, Any] = {}
     if config_file:
         raw = _read_config(config_file)
+    github_app = GitHubApp.from_settings(raw["githubApp"], environ) \
+        if raw.get("githubApp") is not None else None
+    budgets = budgets_from_settings(raw.get("budgets"))
     state_dir = environ.get(f"{ENV_PREFIX}HOME") or raw.get("stateDir") or DEFAULT_STATE_DIR
     settings = Settings(
         state_dir=Path(state_dir),
@@ -191,14 +248,19 @@ def load_settings(config_file: str | None = None, *, environ: Mapping[str, str] 
         providers=dict(raw.get("providers") or {}),
         checks=dict(raw.get("checks") or {}),
         dashboard=dict(raw.get("dashboard") or {}),
+        github_app=github_app,
+        budgets=budgets,
     )
     found = list(bindings)
     for i, item in enumerate(raw.get("repos") or []):
-        found.append(binding_from_mapping(item, f"{config_file}: repos[{i}]"))
+        found.append(binding_from_mapping(item, f"{config_file}: repos[{i}]",
+                                          github_app=github_app))
     ids = [b.id for b in found]
     if len(ids) != len(set(ids)):
         raise ConfigError(f"{config_file}: repo binding ids must be unique ({', '.join(ids)})")
-    settings = replace(settings, bindings=tuple(_env_overrides(b, environ) for b in found))
+    found = [_env_overrides(b, environ) for b in found]
+    settings = replace(settings, bindings=tuple(
+        replace(b, budget=budgets.get(b.project)) for b in found))
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     if "state_dir" in overrides:
         overrides["state_dir"] = Path(overrides["state_dir"])
@@ -219,7 +281,7 @@ def _read_config(path: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: the config is a mapping (instance, state, repos, ...)")
     known = {"instance", "stateDir", "state", "listen", "repos", "providers", "checks",
-             "dashboard"}
+             "dashboard", "githubApp", "budgets"}
     for key in raw:
         if key not in known:
             raise ConfigError(f"{path}: unknown setting {key!r} (known: "
