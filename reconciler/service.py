@@ -129,7 +129,7 @@ class Service:
                 if self.latest_preview.get(wanted) != (head_sha or ref):
                     return  # superseded by a newer push to the same pull request
                 try:
-                    self.syncs[binding_id].preview(ref or head_sha or "", head_sha)
+                    self.syncs[binding_id].preview(ref or head_sha or "", head_sha, number)
                 except Exception:
                     log.exception("preview failed", extra={"binding": binding_id, "ref": ref})
 

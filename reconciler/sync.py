@@ -13,7 +13,6 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,8 @@ from providers.base import Provider
 from reconciler import failpoints, metrics
 from reconciler.apply import Applier, ApplyContext, ChangeSet
 from reconciler.checks import compose
-from reconciler.checks.poster import CheckPoster, build_writers
+from reconciler.checks.poster import build_poster
+from reconciler.checks.review import review_of
 from reconciler.config import Binding
 from reconciler.desired import DesiredTree
 from reconciler.errors import SourceError
@@ -121,7 +121,7 @@ class BindingSync:
         self.clock = clock
         self.failures = 0
         self.retry_at = 0.0  # after a failed poll, not before this (clock) time
-        self.poster = CheckPoster(store, build_writers(checks, binding, source=self.source))
+        self.poster = build_poster(store, checks, binding, source=self.source)
         self.open_runs: dict[str, set[ResourceKey]] = {}  # commit -> resources it started
         self.previewed: dict[str, str] = {}  # preview branch -> the last SHA planned
         self.tree: DesiredTree | None = None
@@ -199,10 +199,11 @@ class BindingSync:
                                                    self.instance, records))
         return len(changed)
 
-    def preview(self, ref: str, head_sha: str | None = None) -> tuple[Plan | None,
-                                                                      list[Problem]]:
-        """Plan a branch or pull request against this binding's recorded state and post
-        the plan check on its head commit. Nothing is ever applied from it."""
+    def preview(self, ref: str, head_sha: str | None = None,
+                number: int | None = None) -> tuple[Plan | None, list[Problem]]:
+        """Plan a branch or pull request (`number`, when known) against this binding's
+        recorded state; post the plan check on its head commit and, with `comments`, the
+        plan comment on the pull request. Nothing is ever applied from it."""
         commit = head_sha if head_sha and head_sha in self.source._repo else None
         commit = commit or self.source.resolve(ref)
         tree = DesiredTree.read(commit, self.binding.project,
@@ -210,10 +211,10 @@ class BindingSync:
         problems = tree.problems
         inventory, observed = self.inventory.state()
         result = None if problems else plan(tree.desired(), inventory, observed, self.options)
-        estimate = _estimate(self.applier.provider, result) if result else None
-        self.poster.post(compose.plan_check(self.binding.id, self.binding.url, commit,
-                                            self.instance, self.binding.branch, result,
-                                            problems, estimate))
+        review = review_of(self.binding, self.instance, commit, result, problems,
+                           self.applier.provider, self.store)
+        self.poster.post(compose.plan_check(review))
+        self.poster.comment(review, ref, number)
         return result, problems
 
     def _preview_branches(self) -> None:
@@ -320,21 +321,6 @@ class BindingSync:
                 report.message, report.problems, report.plan, summary))
             log.info("sync finished", extra={"binding": self.binding.id, "commit": head,
                                              "result": report.result})
-
-
-def _estimate(provider: Provider, result: Plan) -> str | None:
-    """The backend's cost estimate of what the plan would start, when it can tell."""
-    estimate = getattr(provider, "estimate", None)
-    if estimate is None:
-        return None
-    total = Decimal(0)
-    for a in result.actions:
-        if a.action in (ActionType.CREATE, ActionType.REPLACE) and a.manifest is not None:
-            try:
-                total += Decimal(estimate(a.manifest))
-            except (ValueError, ArithmeticError, KeyError, TypeError):
-                return None
-    return f"{total:.2f}"
 
 
 def _result(report: SyncReport) -> str:

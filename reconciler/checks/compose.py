@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from reconciler.checks import plan_markdown
+from reconciler.checks.github import MAX_OUTPUT_TEXT
 from reconciler.checks.model import Annotation, CheckRun, CheckState, context_name
+from reconciler.checks.review import PlanReview
 from reconciler.plan import ActionType, Plan
 from reconciler.validation import Problem
 from state.records import InventoryRecord
@@ -68,26 +71,21 @@ def sync_check(binding_id: str, repo: str, commit: str, instance: str, result: s
                     CheckState.SUCCESS if ok else CheckState.FAILURE, title, "\n".join(lines))
 
 
-def plan_check(binding_id: str, repo: str, commit: str, instance: str, target_branch: str,
-               plan: Plan | None, problems: list[Problem],
-               estimate: str | None = None) -> CheckRun:
-    """`nodus/<instance>/plan`: what merging would do, from the same pure plan."""
-    context = context_name(instance, "plan")
-    if problems:
-        body = [f"{len(problems)} problems: merging this would apply nothing.", "",
-                *_problem_lines(problems)]
-        return CheckRun(binding_id, repo, commit, context, CheckState.FAILURE,
-                        f"{len(problems)} invalid manifest problems", "\n".join(body),
-                        _annotations(problems))
-    assert plan is not None
-    lines = [f"Plan against `{target_branch}`: {_counts(plan.summary())}"]
-    if estimate:
-        lines.append(f"Estimated cost of what would start: ${estimate}")
-    lines += ["", *_action_lines(plan)]
-    blocked = plan.blocked
+def plan_check(review: PlanReview) -> CheckRun:
+    """`nodus/<instance>/plan`: what merging would do, from the same pure plan; its
+    summary is the plan comment's text (without links: a check shows on every host)."""
+    context = context_name(review.instance, "plan")
+    summary = plan_markdown.render(review, plan_markdown.Target(
+        "the check summary", MAX_OUTPUT_TEXT))
+    where = (review.binding_id, review.repo_url, review.commit, context)
+    if review.problems or review.plan is None:
+        return CheckRun(*where, CheckState.FAILURE,
+                        f"{len(review.problems)} invalid manifest problems", summary,
+                        _annotations(review.problems))
+    blocked = review.plan.blocked
     state = CheckState.FAILURE if blocked else CheckState.SUCCESS
-    title = f"{len(blocked)} blocked" if blocked else _counts(plan.summary())
-    return CheckRun(binding_id, repo, commit, context, state, title, "\n".join(lines))
+    title = f"{len(blocked)} blocked" if blocked else _counts(review.plan.summary())
+    return CheckRun(*where, state, title, summary)
 
 
 def run_check(binding_id: str, repo: str, commit: str, instance: str,

@@ -6,7 +6,10 @@ the moment it is called, so it is called only AFTER a write succeeded; before wr
 poster looks in its own memory and then in the store's records (`list_checks`). A write that
 fails is logged and left unrecorded, so the next identical post tries again.
 
-`build_writers` turns the `checks:` settings into writers for one repo binding.
+`build_poster` turns the `checks:` settings into the writers of one repo binding: check
+writers, and with the binding's `comments: true` the plan comment writer of each hosted
+one (same API, same token). A binding with `credentials: {githubApp: true}` writes to
+GitHub with the App's installation token, as check runs unless `mode` says otherwise.
 """
 
 from __future__ import annotations
@@ -22,10 +25,18 @@ from typing import Any, Protocol
 
 import httpx
 
-from reconciler.checks import gitea, github, gitlab
-from reconciler.checks.base import ApiClient, CheckWriter, HostLimiter, Token, split_repo_url
+from reconciler.checks import comments, gitea, github, gitlab
+from reconciler.checks.base import (
+    ApiClient,
+    CheckWriter,
+    HostLimiter,
+    Token,
+    TokenSource,
+    split_repo_url,
+)
 from reconciler.checks.gitnotes import GitNotesWriter
 from reconciler.checks.model import CheckRun
+from reconciler.checks.review import PlanReview
 from reconciler.config import Binding
 from reconciler.errors import ConfigError, NodusGitopsError, TransientError
 from reconciler.source import GitSource
@@ -43,9 +54,11 @@ class CheckStore(Protocol):
 
 class CheckPoster:
     def __init__(self, store: CheckStore, writers: Mapping[str, CheckWriter],
-                 log: logging.Logger | None = None) -> None:
+                 log: logging.Logger | None = None,
+                 commenter: comments.PlanCommenter | None = None) -> None:
         self._store = store
         self._writers = dict(writers)
+        self._commenter = commenter
         self._log = log or logging.getLogger("nodus_gitops.checks")
         self._posted: OrderedDict[tuple[str, str, str, str], tuple[str, str]] = OrderedDict()
         self._lock = threading.Lock()
@@ -57,6 +70,12 @@ class CheckPoster:
                 self._post_one(writer, run)
             except Exception:  # a bug in one writer must not stop the others or the sync
                 self._log.exception("check writer crashed", extra=_fields(writer, run))
+
+    def comment(self, review: PlanReview, ref: str, number: int | None) -> None:
+        """Show `review` as the plan comment of its pull request, when the binding has
+        comments on; never raises."""
+        if self._commenter is not None:
+            self._commenter.post(review, ref, number)
 
     def _post_one(self, writer: CheckWriter, run: CheckRun) -> None:
         if self._already_posted(writer.name, run):
@@ -122,7 +141,28 @@ _KEYS = {
 _DEFAULT_TOKEN_ENV = {"github": "GITHUB_TOKEN", "gitlab": "GITLAB_TOKEN", "gitea": "GITEA_TOKEN"}
 
 
-def build_writers(
+def build_poster(store: CheckStore, checks_settings: Mapping[str, Any] | None,
+                 binding: Binding, **options: Any) -> CheckPoster:
+    """The poster of `binding`: its check writers, and its comment writers when the
+    binding has `comments: true` (options as for `build_writers`)."""
+    writers, commenters = _build(checks_settings, binding, **options)
+    if binding.comments and not commenters:
+        raise ConfigError(f"repo binding {binding.id!r}: comments: true needs a host to "
+                          "comment through: set checks.github, checks.gitlab or checks.gitea")
+    return CheckPoster(store, writers,
+                       commenter=comments.PlanCommenter(commenters) if commenters else None)
+
+
+def build_writers(checks_settings: Mapping[str, Any] | None, binding: Binding,
+                  **options: Any) -> dict[str, CheckWriter]:
+    """Writers for `binding` from settings like `{"gitnotes": {"push": true}, "github":
+    {"tokenEnv": "GITHUB_TOKEN", "mode": "checks"}}`; `false` turns a writer off. With no
+    settings, local git notes in the binding's mirror (`source`, or one under
+    `mirror_dir`). Share one `limiter` between bindings so writes to a host are paced."""
+    return _build(checks_settings, binding, **options)[0]
+
+
+def _build(
     checks_settings: Mapping[str, Any] | None,
     binding: Binding,
     *,
@@ -132,17 +172,14 @@ def build_writers(
     limiter: HostLimiter | None = None,
     sleep: Callable[[float], None] = time.sleep,
     transport: httpx.BaseTransport | None = None,
-) -> dict[str, CheckWriter]:
-    """Writers for `binding` from settings like `{"gitnotes": {"push": true}, "github":
-    {"tokenEnv": "GITHUB_TOKEN", "mode": "checks"}}`; `false` turns a writer off. With no
-    settings, local git notes in the binding's mirror (`source`, or one under
-    `mirror_dir`). Share one `limiter` between bindings so writes to a host are paced."""
+) -> tuple[dict[str, CheckWriter], dict[str, comments.CommentWriter]]:
     env = os.environ if environ is None else environ
     settings = dict(checks_settings or {})
     if not set(settings) - {"webhooks"} and (source is not None or mirror_dir is not None):
         settings = {**settings, "gitnotes": {}}
     limiter = limiter or HostLimiter()
     writers: dict[str, CheckWriter] = {}
+    commenters: dict[str, comments.CommentWriter] = {}
     for name, raw in settings.items():
         if name == "webhooks":  # incoming webhook secrets, read by reconciler.web.hooks
             continue
@@ -160,16 +197,21 @@ def build_writers(
                               f"(known: {', '.join(sorted(_KEYS[name]))})")
         if name == "gitnotes":
             writers[name] = _gitnotes(cfg, binding, source, mirror_dir)
-        else:
-            api = ApiClient(
-                base_url=_api_url(name, cfg, binding), token=_token(name, cfg, env),
-                auth={"github": github.github_auth, "gitlab": gitlab.gitlab_auth,
-                      "gitea": gitea.gitea_auth}[name],
-                headers=github.github_headers() if name == "github" else {},
-                min_interval=_interval(name, cfg), limiter=limiter, sleep=sleep,
-                transport=transport)
-            writers[name] = _hosted(name, cfg, binding, api)
-    return writers
+            continue
+        app = binding.github_app if name == "github" else None
+        base_url = _api_url(name, cfg, binding, app.api_url if app else None)
+        path = _repository(name, cfg, binding)
+        api = ApiClient(
+            base_url=base_url, token=app.token(path) if app else _token(name, cfg, env),
+            auth={"github": github.github_auth, "gitlab": gitlab.gitlab_auth,
+                  "gitea": gitea.gitea_auth}[name],
+            headers=github.github_headers() if name == "github" else {},
+            min_interval=_interval(name, cfg), limiter=limiter, sleep=sleep,
+            transport=transport)
+        writers[name] = _hosted(name, cfg, path, api, app_default=app is not None)
+        if binding.comments:
+            commenters[name] = _commenter(name, api, path, binding)
+    return writers, commenters
 
 
 def _gitnotes(cfg: Mapping[str, Any], binding: Binding, source: GitSource | None,
@@ -186,22 +228,40 @@ def _gitnotes(cfg: Mapping[str, Any], binding: Binding, source: GitSource | None
     return GitNotesWriter(source.path, binding.url, credentials, push=push)
 
 
-def _hosted(name: str, cfg: Mapping[str, Any], binding: Binding, api: ApiClient) -> CheckWriter:
+def _repository(name: str, cfg: Mapping[str, Any], binding: Binding) -> str:
     key = "project" if name == "gitlab" else "repository"
-    path = cfg.get(key) or _repo_path(name, key, binding)
-    if name == "gitlab":
-        return gitlab.GitLabStatusWriter(api, str(path))
-    if str(path).count("/") != 1:
+    path = str(cfg.get(key) or _repo_path(name, key, binding))
+    if name != "gitlab" and path.count("/") != 1:
         raise ConfigError(f"checks.{name}.{key}: {path!r} is not owner/name")
+    return path
+
+
+def _hosted(name: str, cfg: Mapping[str, Any], path: str, api: ApiClient, *,
+            app_default: bool) -> CheckWriter:
+    if name == "gitlab":
+        return gitlab.GitLabStatusWriter(api, path)
     if name == "gitea":
         return gitea.GiteaStatusWriter(api, path)
-    mode = cfg.get("mode", "statuses")
+    mode = cfg.get("mode", "checks" if app_default else "statuses")
     if mode == "checks":
         return github.GitHubChecksWriter(api, path)
     if mode == "statuses":
         return github.GitHubStatusWriter(api, path)
     raise ConfigError(f"checks.github.mode: {mode!r} is not 'checks' (a GitHub App "
                       "installation token) or 'statuses' (any token)")
+
+
+def _commenter(name: str, api: ApiClient, path: str,
+               binding: Binding) -> comments.CommentWriter:
+    try:
+        web_base = split_repo_url(binding.url)[0]
+    except ValueError:
+        web_base = ""  # a repository on this machine: links lead nowhere useful anyway
+    if name == "gitlab":
+        return comments.GitLabNotes(api, path, web_base)
+    if name == "gitea":
+        return comments.GiteaComments(api, path, web_base)
+    return comments.GitHubComments(api, path, web_base)
 
 
 def _repo_path(name: str, key: str, binding: Binding) -> str:
@@ -212,9 +272,11 @@ def _repo_path(name: str, key: str, binding: Binding) -> str:
                           f"binding {binding.id!r}; set it") from None
 
 
-def _api_url(name: str, cfg: Mapping[str, Any], binding: Binding) -> str:
+def _api_url(name: str, cfg: Mapping[str, Any], binding: Binding, app_api: str | None) -> str:
     if cfg.get("apiUrl"):
         return str(cfg["apiUrl"])
+    if app_api:
+        return app_api
     try:
         web_base = split_repo_url(binding.url)[0]
     except ValueError:
@@ -224,7 +286,7 @@ def _api_url(name: str, cfg: Mapping[str, Any], binding: Binding) -> str:
     return module.default_api_url(web_base)
 
 
-def _token(name: str, cfg: Mapping[str, Any], environ: Mapping[str, str]) -> Token:
+def _token(name: str, cfg: Mapping[str, Any], environ: Mapping[str, str]) -> TokenSource:
     if cfg.get("tokenFile"):
         path = Path(str(cfg["tokenFile"])).expanduser()
         if not path.is_file():

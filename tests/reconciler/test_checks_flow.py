@@ -94,7 +94,7 @@ def test_preview_branch_gets_a_plan_and_nothing_applies(manifest_repo: ManifestR
     check = notes(manifest_repo, preview)["nodus/ci/plan"]
     assert check["state"] == "failure"  # the lowered cap is blocked
     assert "blocked" in check["title"]
-    assert "**create** Job/b" in check["summary"] and "cap can only be raised" in \
+    assert "| create | `Job/b` |" in check["summary"] and "cap can only be raised" in \
         check["summary"]
     assert set(k.name for k in provider.resources) == {"a"}  # nothing applied from it
     # The same SHA is not planned twice.
@@ -124,8 +124,8 @@ def test_a_newer_push_to_a_pull_request_supersedes_the_older_plan(
     new = push_branch(manifest_repo, "feature", {"c.yaml": JOB.format(name="c", extra="")}, "c")
     planned: list[str] = []
     real_preview = service.syncs["team"].preview
-    service.syncs["team"].preview = lambda ref, sha=None: (planned.append(sha),
-                                                          real_preview(ref, sha))[1]
+    service.syncs["team"].preview = lambda ref, sha=None, number=None: (
+        planned.append(sha), real_preview(ref, sha, number))[1]
     lock = service.locks["team"]
     lock.acquire()  # a sync is running while both pushes' hooks arrive
     assert service.trigger_preview("team", "feature", old, 7)

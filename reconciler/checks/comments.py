@@ -1,0 +1,244 @@
+"""The plan as ONE comment per pull or merge request, edited in place on every push.
+
+The comment opens with a hidden marker, `<!-- nodus-gitops:plan:<instance>:<binding> -->`,
+by which it is found again: the writer remembers its id, and after a restart lists the
+request's comments (all pages) for a body that starts with the marker. A push edits that
+comment; a body equal to the one shown is not sent again. Hosts:
+
+- GitHub: issue comments (`/repos/{owner}/{repo}/issues/{number}/comments`, edits at
+  `/issues/comments/{id}`); 65,536 characters at most.
+- GitLab: merge request notes (`/projects/{id}/merge_requests/{iid}/notes`, edits by PUT);
+  1,000,000 characters at most.
+- Gitea and Forgejo: GitHub's issue comment paths under `/api/v1`. Gitea checks no length
+  (the API binds only `Required`; the column is LONGTEXT), so GitHub's limit is kept.
+
+`PlanCommenter` posts through every configured host and, like the check poster, never
+fails a sync or a preview: errors are logged with the setting to fix.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol
+from urllib.parse import quote
+
+from reconciler.checks.base import ApiClient
+from reconciler.checks.plan_markdown import Target, render
+from reconciler.checks.review import PlanReview
+from reconciler.errors import NodusGitopsError, NotFoundError, TransientError
+
+log = logging.getLogger("nodus_gitops.checks")
+
+GITHUB_LIMIT = 65_536
+GITLAB_LIMIT = 1_000_000
+GITEA_LIMIT = GITHUB_LIMIT
+_PULL_REF = re.compile(r"^refs/(?:pull|merge-requests)/(\d+)/head$")
+
+
+def marker(instance: str, binding_id: str) -> str:
+    return f"<!-- nodus-gitops:plan:{instance}:{binding_id} -->"
+
+
+class CommentWriter(Protocol):
+    name: str
+    host: str  # as a reader names it: GitHub, GitLab, Gitea
+    limit: int  # characters in one comment
+
+    def link(self, commit: str) -> Callable[[str, int], str]: ...
+
+    def find_request(self, branch: str, commit: str) -> int | None: ...
+
+    def upsert(self, number: int, marker: str, body: str) -> None: ...
+
+
+class _Thread(ABC):
+    """Find-or-create-then-edit, shared by the hosts; they supply the requests."""
+
+    def __init__(self, api: ApiClient) -> None:
+        self._api = api
+        self._shown: dict[tuple[int, str], tuple[int, str]] = {}  # -> (comment id, body)
+
+    def upsert(self, number: int, marker: str, body: str) -> None:
+        key = (number, marker)
+        known = self._shown.get(key)
+        if known is not None and _same(known[1], body):
+            return
+        if known is not None:
+            try:
+                self._edit(number, known[0], body)
+                self._shown[key] = (known[0], body)
+                return
+            except NotFoundError:  # deleted by someone: find it again, or write anew
+                del self._shown[key]
+        found = next(((c["id"], c.get("body") or "") for c in self._comments(number)
+                      if _ours(c, marker)), None)
+        if found is None:
+            created = self._create(number, body)
+            self._shown[key] = (int(created["id"]), body)
+            return
+        if not _same(found[1], body):
+            self._edit(number, int(found[0]), body)
+        self._shown[key] = (int(found[0]), body)
+
+    @abstractmethod
+    def _comments(self, number: int) -> Iterator[dict[str, Any]]:
+        """Every comment of the request, oldest first."""
+
+    @abstractmethod
+    def _create(self, number: int, body: str) -> dict[str, Any]: ...
+
+    @abstractmethod
+    def _edit(self, number: int, comment_id: int, body: str) -> None: ...
+
+
+class GitHubComments(_Thread):
+    name, host, limit = "github", "GitHub", GITHUB_LIMIT
+    needs = "pull requests: write"
+
+    def __init__(self, api: ApiClient, repository: str, web_base: str) -> None:
+        super().__init__(api)
+        self._repo = repository
+        self._web = web_base.rstrip("/")
+
+    def link(self, commit: str) -> Callable[[str, int], str]:
+        return lambda path, line: (f"{self._web}/{self._repo}/blob/{commit}/"
+                                   f"{quote(path)}#L{line}")
+
+    def find_request(self, branch: str, commit: str) -> int | None:
+        owner = self._repo.split("/", 1)[0]
+        pulls = self._api.request("GET", f"/repos/{self._repo}/pulls", params={
+            "state": "open", "head": f"{owner}:{branch}", "per_page": "100"},
+            needs="pull requests: read")
+        return _pick(pulls or [], commit)
+
+    def _comments(self, number: int) -> Iterator[dict[str, Any]]:
+        for page in self._api.pages(f"/repos/{self._repo}/issues/{number}/comments",
+                                    params={"per_page": "100"}, needs=self.needs):
+            yield from page or []
+
+    def _create(self, number: int, body: str) -> dict[str, Any]:
+        return self._api.request("POST", f"/repos/{self._repo}/issues/{number}/comments",
+                                 json={"body": body}, needs=self.needs)
+
+    def _edit(self, number: int, comment_id: int, body: str) -> None:
+        self._api.request("PATCH", f"/repos/{self._repo}/issues/comments/{comment_id}",
+                          json={"body": body}, needs=self.needs)
+
+
+class GiteaComments(GitHubComments):
+    """GitHub's paths and bodies; the list of a pull request's comments is one page, and
+    open pull requests are found by their head branch among all open ones."""
+
+    name, host, limit = "gitea", "Gitea", GITEA_LIMIT
+    needs = "a token with write:issue"
+
+    def link(self, commit: str) -> Callable[[str, int], str]:
+        return lambda path, line: (f"{self._web}/{self._repo}/src/commit/{commit}/"
+                                   f"{quote(path)}#L{line}")
+
+    def find_request(self, branch: str, commit: str) -> int | None:
+        found = []
+        for page in self._api.pages(f"/repos/{self._repo}/pulls",
+                                    params={"state": "open", "limit": "50"},
+                                    needs="a token with read:repository"):
+            found += [p for p in page or []
+                      if (p.get("head") or {}).get("ref") == branch
+                      and ((p.get("head") or {}).get("repo") or {}).get("full_name",
+                                                                       self._repo) == self._repo]
+        return _pick(found, commit)
+
+    def _comments(self, number: int) -> Iterator[dict[str, Any]]:
+        for page in self._api.pages(f"/repos/{self._repo}/issues/{number}/comments",
+                                    needs=self.needs):
+            yield from page or []
+
+
+class GitLabNotes(_Thread):
+    name, host, limit = "gitlab", "GitLab", GITLAB_LIMIT
+    needs = "a token with the api scope (Developer role or more)"
+
+    def __init__(self, api: ApiClient, project: str, web_base: str) -> None:
+        super().__init__(api)
+        self._project = project
+        self._id = quote(project, safe="")
+        self._web = web_base.rstrip("/")
+
+    def link(self, commit: str) -> Callable[[str, int], str]:
+        return lambda path, line: (f"{self._web}/{self._project}/-/blob/{commit}/"
+                                   f"{quote(path)}#L{line}")
+
+    def find_request(self, branch: str, commit: str) -> int | None:
+        found = self._api.request("GET", f"/projects/{self._id}/merge_requests", params={
+            "state": "opened", "source_branch": branch, "per_page": "100"}, needs=self.needs)
+        requests = [{**m, "number": m.get("iid"), "head": {"sha": m.get("sha")}}
+                    for m in found or []]
+        return _pick(requests, commit)
+
+    def _comments(self, number: int) -> Iterator[dict[str, Any]]:
+        for page in self._api.pages(
+                f"/projects/{self._id}/merge_requests/{number}/notes",
+                params={"per_page": "100", "sort": "asc", "order_by": "created_at"},
+                needs=self.needs):
+            yield from (n for n in page or [] if not n.get("system"))
+
+    def _create(self, number: int, body: str) -> dict[str, Any]:
+        return self._api.request("POST", f"/projects/{self._id}/merge_requests/{number}/notes",
+                                 json={"body": body}, needs=self.needs)
+
+    def _edit(self, number: int, comment_id: int, body: str) -> None:
+        self._api.request("PUT",
+                          f"/projects/{self._id}/merge_requests/{number}/notes/{comment_id}",
+                          json={"body": body}, needs=self.needs)
+
+
+class PlanCommenter:
+    """Shows a review as the plan comment of its pull request on every host; never raises."""
+
+    def __init__(self, writers: Mapping[str, CommentWriter]) -> None:
+        self._writers = dict(writers)
+
+    def post(self, review: PlanReview, ref: str, number: int | None) -> None:
+        if number is None and (match := _PULL_REF.match(ref)):
+            number = int(match.group(1))
+        branch = ref.removeprefix("refs/heads/")
+        tag = marker(review.instance, review.binding_id)
+        for writer in self._writers.values():
+            fields = {"writer": writer.name, "binding": review.binding_id, "ref": ref,
+                      "commit": review.commit}
+            try:
+                target = number if number is not None else writer.find_request(
+                    branch, review.commit)
+                if target is None:
+                    log.info("no open pull request for this branch: no plan comment",
+                             extra=fields)
+                    continue
+                body = render(review, Target(writer.host, writer.limit,
+                                             writer.link(review.commit)), marker=tag)
+                writer.upsert(target, tag, body)
+            except TransientError as exc:
+                log.warning("plan comment not written, the next push tries again: %s", exc,
+                            extra=fields)
+            except NodusGitopsError as exc:
+                log.error("plan comment not written: %s", exc, extra=fields)
+            except Exception:  # a bug here must not stop the preview or the other hosts
+                log.exception("plan comment writer crashed", extra=fields)
+
+
+def _ours(comment: Mapping[str, Any], marker: str) -> bool:
+    return str(comment.get("body") or "").lstrip().startswith(marker)
+
+
+def _same(shown: str, body: str) -> bool:
+    """Hosts may hand a body back with CRLF line ends."""
+    return shown.replace("\r\n", "\n").strip() == body.replace("\r\n", "\n").strip()
+
+
+def _pick(requests: list[dict[str, Any]], commit: str) -> int | None:
+    """The request whose head is `commit`, else the first; None when there is none."""
+    for request in requests:
+        if (request.get("head") or {}).get("sha") == commit:
+            return int(request["number"])
+    return int(requests[0]["number"]) if requests else None
