@@ -57,7 +57,8 @@ def test_a_401_is_retried_once_with_a_fresh_token():
 
     with respx.mock() as router:
         router.post(f"{API}/repos/o/r/statuses/abc").mock(side_effect=answer)
-        body = _client(source, time).request("POST", "/repos/o/r/statuses/abc", json={})
+        body = _client(source, time).request("POST", "/repos/o/r/statuses/abc",
+                                             json={"state": "success"})
     assert seen == ["Bearer tok-1", "Bearer tok-2"]
     assert body["state"] == "success"
     assert time.sleeps == []  # no backoff: a renewed token is tried at once
@@ -101,7 +102,7 @@ def test_a_token_file_rewritten_after_a_401_is_used_once(tmp_path):
     with respx.mock() as router:
         router.post(f"{API}/repos/o/r/statuses/abc").mock(side_effect=answer)
         _client(Token(setting="checks.github.tokenFile", file=path), time).request(
-            "POST", "/repos/o/r/statuses/abc", json={})
+            "POST", "/repos/o/r/statuses/abc", json={"state": "success"})
     assert seen == ["Bearer old-token", "Bearer new-token"]
 
 
@@ -138,7 +139,8 @@ def test_a_403_names_the_permission_github_asks_for():
     with respx.mock() as router:
         router.post(f"{API}/repos/o/r/check-runs").mock(return_value=forbidden)
         with pytest.raises(PermanentError) as raised:
-            _client(Rotating(), time).request("POST", "/repos/o/r/check-runs", json={})
+            _client(Rotating(), time).request("POST", "/repos/o/r/check-runs",
+                                              json={"name": "nodus/ci/plan", "head_sha": "abc"})
     assert "Resource not accessible by integration" in str(raised.value)
     assert "(checks=write)" in str(raised.value)
 
@@ -150,4 +152,5 @@ def test_a_403_without_the_header_names_what_the_request_needs():
             return_value=recorded("github", "forbidden"))
         with pytest.raises(PermanentError, match=r"\(pull requests: write\)"):
             _client(Rotating(), time).request("POST", "/repos/o/r/issues/3/comments",
-                                              json={}, needs="pull requests: write")
+                                              json={"body": "plan"},
+                                              needs="pull requests: write")

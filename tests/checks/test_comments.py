@@ -60,7 +60,7 @@ def test_github_creates_once_then_edits_on_every_push():
         created = router.post(f"{GH}{GH_REPO}/issues/7/comments").mock(
             return_value=recorded("github", "issue_comment", fields={"id": 11}))
         edited = router.patch(f"{GH}{GH_REPO}/issues/comments/11").mock(
-            return_value=recorded("github", "issue_comment", fields={"id": 11}))
+            return_value=recorded("github", "issue_comment_updated", fields={"id": 11}))
         writer.upsert(7, MARK, f"{MARK}\nfirst push")
         writer.upsert(7, MARK, f"{MARK}\nsecond push")
         writer.upsert(7, MARK, f"{MARK}\nsecond push")  # the same plan: nothing sent
@@ -89,7 +89,7 @@ def test_after_a_restart_the_comment_is_found_on_a_later_page():
         router.get(f"{GH}/repositories/9/issues/7/comments", params={"page": "2"}).mock(
             return_value=second)
         edited = router.patch(f"{GH}{GH_REPO}/issues/comments/42").mock(
-            return_value=recorded("github", "issue_comment", fields={"id": 42}))
+            return_value=recorded("github", "issue_comment_updated", fields={"id": 42}))
         created = router.post(f"{GH}{GH_REPO}/issues/7/comments")
         writer.upsert(7, MARK, f"{MARK}\nnew plan")
     assert body(edited.calls[0].request) == {"body": f"{MARK}\nnew plan"}

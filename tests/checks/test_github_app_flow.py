@@ -66,7 +66,8 @@ class FakeGitHub:
         self.comments = router.post(f"{repo}/issues/7/comments").mock(
             side_effect=self._as_installation(lambda r: recorded("github", "issue_comment")))
         self.comment_edits = router.patch(f"{repo}/issues/comments/1").mock(
-            side_effect=self._as_installation(lambda r: recorded("github", "issue_comment")))
+            side_effect=self._as_installation(
+                lambda r: recorded("github", "issue_comment_updated")))
 
     def _as_app(self, answer):
         def checked(request: httpx.Request) -> httpx.Response:
