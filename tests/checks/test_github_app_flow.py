@@ -188,3 +188,48 @@ checks:
         assert set(github.token_uses) == set(github.minted)
         assert len(github.jwt_claims) == 2  # the installation lookup and the mint
         store.close()
+
+
+def test_a_preview_branch_comments_on_its_open_pull_request(tmp_path: Path,
+                                                           monkeypatch) -> None:
+    monkeypatch.setenv("GH_TOKEN", "ghp_static")
+    with serve_git_http(tmp_path / "srv") as server, respx.mock() as router:
+        api = f"http://127.0.0.1:{server.port}/api/v3"
+        repo_api = f"{api}/repos/octo-org/gpu-jobs"
+        url = server.url_for("octo-org/gpu-jobs")
+        router.post(url__regex=rf"{repo_api}/statuses/\w+").mock(
+            return_value=recorded("github", "status_created"))
+        pulls = router.get(f"{repo_api}/pulls").mock(return_value=httpx.Response(
+            200, json=[recorded("github", "pull_open").json()]))
+        router.get(f"{repo_api}/issues/7/comments").mock(
+            return_value=httpx.Response(200, json=[]))
+        created = router.post(f"{repo_api}/issues/7/comments").mock(
+            return_value=recorded("github", "issue_comment"))
+        config = tmp_path / "config.yaml"
+        config.write_text(f"""instance: ci
+repos:
+  - id: team
+    url: {url}
+    previewBranches: ["preview/*"]
+    comments: true
+checks:
+  github: {{tokenEnv: GH_TOKEN}}
+""")
+        settings = load_settings(str(config), environ={},
+                                 overrides={"state_dir": str(tmp_path / "state")})
+        service = Service(settings, Store.open(None, tmp_path),
+                          provider_factory=lambda _n: FakeProvider())
+        repo = ManifestRepo(server.root / "octo-org", "gpu-jobs", tmp_path / "work")
+        repo.write("a.yaml", JOB.format(name="a", cap="5.00"))
+        repo.commit("a")
+        repo.push()
+        service.reconcile("team")  # main applied: the preview plans against it
+        git("checkout", "--quiet", "-b", "preview/tune", cwd=repo.work)
+        repo.write("b.yaml", JOB.format(name="b", cap="1.00"))
+        repo.commit("b")
+        git("push", "--quiet", "origin", "preview/tune", cwd=repo.work)
+        service.reconcile("team")
+    assert pulls.calls[0].request.url.params["head"] == "octo-org:preview/tune"
+    text = json.loads(created.calls[0].request.content)["body"]
+    assert text.startswith(marker("ci", "team")) and "| create | `Job/b` |" in text
+    assert "Merging would start 1 run; the backend gives no estimate." in text
