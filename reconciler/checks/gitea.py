@@ -22,3 +22,4 @@ class GiteaStatusWriter(GitHubStatusWriter):
     the host, the API prefix and the token scheme differ, and those live in the client."""
 
     name = "gitea"
+    needs = "a token with write:repository"

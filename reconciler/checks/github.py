@@ -21,6 +21,7 @@ ACCEPT = "application/vnd.github+json"
 MAX_ANNOTATIONS = 50  # per request, documented for create and update
 MAX_DESCRIPTION = 140  # commit status description
 MAX_OUTPUT_TEXT = 65535  # output.summary
+CHECKS_WRITE = "checks: write"  # what a 403 names when GitHub's answer does not
 
 # error -> failure: `error` means the reconciler could not judge the commit (remote or
 # provider down). `neutral` and `skipped` would satisfy a required check and let an
@@ -65,22 +66,23 @@ class GitHubChecksWriter:
         if known is None or known[1]:
             created = self._api.request("POST", f"/repos/{self._repo}/check-runs",
                                         json={"name": run.context, "head_sha": run.commit,
-                                              **body})
+                                              **body}, needs=CHECKS_WRITE)
             run_id = int(created["id"])
         else:
             run_id = known[0]
-            self._api.request("PATCH", f"/repos/{self._repo}/check-runs/{run_id}", json=body)
+            self._api.request("PATCH", f"/repos/{self._repo}/check-runs/{run_id}", json=body,
+                              needs=CHECKS_WRITE)
         self._runs[key] = (run_id, run.state is not CheckState.PENDING)
         for start in range(0, len(rest), MAX_ANNOTATIONS):
             chunk = rest[start:start + MAX_ANNOTATIONS]
             self._api.request("PATCH", f"/repos/{self._repo}/check-runs/{run_id}",
-                              json={"output": _output(run, chunk)})
+                              json={"output": _output(run, chunk)}, needs=CHECKS_WRITE)
 
     def _lookup(self, run: CheckRun) -> tuple[int, bool] | None:
         """The newest run of this name on the commit (after a restart emptied the map)."""
         found = self._api.request(
             "GET", f"/repos/{self._repo}/commits/{run.commit}/check-runs",
-            params={"check_name": run.context, "filter": "latest"})
+            params={"check_name": run.context, "filter": "latest"}, needs="checks: read")
         runs = (found or {}).get("check_runs") or []
         if not runs:
             return None
@@ -91,6 +93,7 @@ class GitHubStatusWriter:
     """Commit statuses: the same four states as ours, one line of description."""
 
     name = "github"
+    needs = "commit statuses: write"
 
     def __init__(self, api: ApiClient, repository: str) -> None:
         self._api = api
@@ -101,7 +104,8 @@ class GitHubStatusWriter:
                 "description": describe(run, MAX_DESCRIPTION)}
         if run.details_url:
             body["target_url"] = run.details_url
-        self._api.request("POST", f"/repos/{self._repo}/statuses/{run.commit}", json=body)
+        self._api.request("POST", f"/repos/{self._repo}/statuses/{run.commit}", json=body,
+                          needs=self.needs)
 
 
 def _status_fields(run: CheckRun) -> dict[str, str]:

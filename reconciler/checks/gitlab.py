@@ -69,7 +69,7 @@ class GitLabStatusWriter:
             body["target_url"] = run.details_url
         try:
             self._api.request("POST", f"/projects/{self._project}/statuses/{run.commit}",
-                              json=body)
+                              json=body, needs="a token with the api scope, Developer role")
         except PermanentError as exc:
             if "cannot transition status" not in str(exc).lower():
                 raise

@@ -14,6 +14,8 @@ import respx
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
+from reconciler.checks.base import ApiClient
+from reconciler.checks.github import GitHubChecksWriter, github_auth, github_headers
 from reconciler.checks.github_app import (
     JWT_BACKDATE,
     REFRESH_EARLY,
@@ -21,7 +23,7 @@ from reconciler.checks.github_app import (
     git_credentials,
 )
 from reconciler.errors import ConfigError, PermanentError, SourceError
-from tests.checks.support import app_key_pem, app_public_key, body, iso, recorded
+from tests.checks.support import SHA, app_key_pem, app_public_key, body, iso, recorded, run
 
 API = "https://api.github.com"
 NOW = 1_700_000_000.0
@@ -255,3 +257,48 @@ def test_the_app_web_host_follows_the_api_url():
     clock = Clock()
     assert _app(clock).web_host == "github.com"
     assert _app(clock, apiUrl="https://ghe.corp.example/api/v3").web_host == "ghe.corp.example"
+
+
+def test_a_check_run_refused_with_an_expired_token_is_sent_again_with_a_fresh_one():
+    clock = Clock()
+    app, minter = _app(clock, installationId=77), Minter(clock)
+    api = ApiClient(base_url=API, token=app.token("octo-org/gpu-jobs"), auth=github_auth,
+                    headers=github_headers(), min_interval=0.0)
+    writer = GitHubChecksWriter(api, "octo-org/gpu-jobs")
+    seen: list[str] = []
+
+    def create(request: httpx.Request) -> httpx.Response:
+        seen.append(request.headers["Authorization"])
+        if request.headers["Authorization"] == f"Bearer {minter.minted[0]}":
+            return recorded("github", "bad_credentials")  # revoked before its expires_at
+        return recorded("github", "check_run_created")
+
+    with respx.mock() as router:
+        router.post(f"{API}/app/installations/77/access_tokens").mock(side_effect=minter)
+        router.get(f"{API}/repos/octo-org/gpu-jobs/commits/{SHA}/check-runs").mock(
+            side_effect=lambda r: (seen.append(r.headers["Authorization"]),
+                                   recorded("github", "check_runs_for_ref_empty"))[1])
+        router.post(f"{API}/repos/octo-org/gpu-jobs/check-runs").mock(side_effect=create)
+        writer.post(run("pending", context="nodus/ci/plan"))
+    first, second = (f"Bearer {t}" for t in minter.minted)
+    assert seen == [first, first, second]  # the lookup, the refused create, its retry
+    assert len(minter.minted) == 2
+
+
+def test_a_missing_permission_names_it_and_the_app_settings():
+    clock = Clock()
+    app, minter = _app(clock, installationId=77), Minter(clock)
+    api = ApiClient(base_url=API, token=app.token("octo-org/gpu-jobs"), auth=github_auth,
+                    headers=github_headers(), min_interval=0.0)
+    with respx.mock() as router:
+        router.post(f"{API}/app/installations/77/access_tokens").mock(side_effect=minter)
+        router.get(f"{API}/repos/octo-org/gpu-jobs/commits/{SHA}/check-runs").mock(
+            return_value=recorded("github", "check_runs_for_ref_empty"))
+        router.post(f"{API}/repos/octo-org/gpu-jobs/check-runs").mock(
+            return_value=recorded("github", "forbidden"))
+        with pytest.raises(PermanentError) as raised:
+            GitHubChecksWriter(api, "octo-org/gpu-jobs").post(run("success"))
+    message = str(raised.value)
+    assert "403: Resource not accessible by integration" in message
+    assert "(checks: write)" in message and "githubApp (App 12345)" in message
+    assert minter.minted[0] not in message
