@@ -55,11 +55,20 @@ class CommentWriter(Protocol):
 
 
 class _Thread(ABC):
-    """Find-or-create-then-edit, shared by the hosts; they supply the requests."""
+    """Find-or-create-then-edit, shared by the hosts; they supply the requests and the
+    shape of a link to a file at a commit (`blob`)."""
 
-    def __init__(self, api: ApiClient) -> None:
+    blob: str  # {web}, {repo}, {commit}, {path}, {line}
+
+    def __init__(self, api: ApiClient, repository: str, web_base: str) -> None:
         self._api = api
+        self._repo = repository  # owner/name, or a GitLab project's path
+        self._web = web_base.rstrip("/")
         self._shown: dict[tuple[int, str], tuple[int, str]] = {}  # -> (comment id, body)
+
+    def link(self, commit: str) -> Callable[[str, int], str]:
+        return lambda path, line: self.blob.format(web=self._web, repo=self._repo,
+                                                   commit=commit, path=quote(path), line=line)
 
     def upsert(self, number: int, marker: str, body: str) -> None:
         key = (number, marker)
@@ -97,15 +106,7 @@ class _Thread(ABC):
 class GitHubComments(_Thread):
     name, host, limit = "github", "GitHub", GITHUB_LIMIT
     needs = "pull requests: write"
-
-    def __init__(self, api: ApiClient, repository: str, web_base: str) -> None:
-        super().__init__(api)
-        self._repo = repository
-        self._web = web_base.rstrip("/")
-
-    def link(self, commit: str) -> Callable[[str, int], str]:
-        return lambda path, line: (f"{self._web}/{self._repo}/blob/{commit}/"
-                                   f"{quote(path)}#L{line}")
+    blob = "{web}/{repo}/blob/{commit}/{path}#L{line}"
 
     def find_request(self, branch: str, commit: str) -> int | None:
         owner = self._repo.split("/", 1)[0]
@@ -134,10 +135,7 @@ class GiteaComments(GitHubComments):
 
     name, host, limit = "gitea", "Gitea", GITEA_LIMIT
     needs = "a token with write:issue"
-
-    def link(self, commit: str) -> Callable[[str, int], str]:
-        return lambda path, line: (f"{self._web}/{self._repo}/src/commit/{commit}/"
-                                   f"{quote(path)}#L{line}")
+    blob = "{web}/{repo}/src/commit/{commit}/{path}#L{line}"
 
     def find_request(self, branch: str, commit: str) -> int | None:
         found = []
@@ -159,16 +157,11 @@ class GiteaComments(GitHubComments):
 class GitLabNotes(_Thread):
     name, host, limit = "gitlab", "GitLab", GITLAB_LIMIT
     needs = "a token with the api scope (Developer role or more)"
+    blob = "{web}/{repo}/-/blob/{commit}/{path}#L{line}"
 
     def __init__(self, api: ApiClient, project: str, web_base: str) -> None:
-        super().__init__(api)
-        self._project = project
+        super().__init__(api, project, web_base)
         self._id = quote(project, safe="")
-        self._web = web_base.rstrip("/")
-
-    def link(self, commit: str) -> Callable[[str, int], str]:
-        return lambda path, line: (f"{self._web}/{self._project}/-/blob/{commit}/"
-                                   f"{quote(path)}#L{line}")
 
     def find_request(self, branch: str, commit: str) -> int | None:
         found = self._api.request("GET", f"/projects/{self._id}/merge_requests", params={

@@ -135,3 +135,39 @@ def test_split_repo_url_refuses_paths_without_leaking_credentials():
     with pytest.raises(ValueError) as raised:
         split_repo_url("https://user:tok@host/")
     assert "tok" not in str(raised.value)
+
+
+def _app_binding(**fields) -> Binding:
+    from reconciler.checks.github_app import GitHubApp
+    from tests.checks.support import app_key_pem
+
+    app = GitHubApp.from_settings({"appId": 1, "privateKeyEnv": "K", "installationId": 5,
+                                   "apiUrl": "https://ghe.corp.example/api/v3"},
+                                  {"K": app_key_pem()})
+    return Binding(id="a", url="https://ghe.corp.example/team/gpu-jobs.git", github_app=app,
+                   **fields)
+
+
+def test_an_app_binding_writes_check_runs_with_the_apps_token_and_no_token_setting():
+    binding = _app_binding()
+    writer = build_writers({"github": True}, binding, environ={})["github"]
+    assert isinstance(writer, GitHubChecksWriter)
+    statuses = build_writers({"github": {"mode": "statuses"}}, binding, environ={})["github"]
+    assert isinstance(statuses, GitHubStatusWriter)
+    with respx.mock() as router:
+        router.post("https://ghe.corp.example/api/v3/app/installations/5/access_tokens").mock(
+            return_value=recorded("github", "installation_token", fields={
+                "token": "ghs_app", "expires_at": "2099-01-01T00:00:00Z"}))
+        route = router.post(f"https://ghe.corp.example/api/v3/repos/team/gpu-jobs/statuses/{SHA}")
+        route.mock(return_value=recorded("github", "status_created"))
+        statuses.post(run())
+    assert route.calls[0].request.headers["Authorization"] == "Bearer ghs_app"
+
+
+def test_comments_need_a_hosted_writer(tmp_path: Path):
+    from reconciler.checks.poster import build_poster
+
+    binding = Binding(id="c", url="https://github.com/octo-org/gpu-jobs.git", comments=True)
+    with pytest.raises(ConfigError, match="comments: true needs a host to comment through"):
+        build_poster(None, {"gitnotes": {}}, binding, mirror_dir=tmp_path)
+    build_poster(None, {"github": {}}, binding, environ=ENV)  # GitHub can comment
