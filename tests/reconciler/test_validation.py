@@ -142,6 +142,23 @@ CASES = {
                     "spec.source.git.repo", 12, "owner/repository"),
     "source ref required": (JOB + "  source:\n    git:\n      repo: org/repo\n",
                             "spec.source.git.ref", 11, "ref is required"),
+    "source ref an option": (JOB + "  source:\n    git:\n      repo: org/repo\n"
+                             "      ref: '--upload-pack=touch /tmp/x; echo'\n",
+                             "spec.source.git.ref", 13, "never starts with '-'"),
+    "source repo a path": (JOB + "  source:\n    git:\n      repo: /srv/team/hello\n"
+                           "      ref: main\n", "spec.source.git.repo", 12,
+                           "a path on this machine"),
+    "source repo a relative path": (JOB + "  source:\n    git:\n      repo: team/..\n"
+                                    "      ref: main\n", "spec.source.git.repo", 12,
+                                    "not owner/repository or an https:// URL"),
+    "source repo file URL": (JOB + "  source:\n    git:\n      repo: file:///srv/x.git\n"
+                             "      ref: main\n", "spec.source.git.repo", 12,
+                             "another transport"),
+    "source repo http": (JOB + "  source:\n    git:\n      repo: http://github.com/a/b\n"
+                         "      ref: main\n", "spec.source.git.repo", 12, "https://"),
+    "source repo credentials": (JOB + "  source:\n    git:\n      repo: "
+                                "https://me:tok@github.com/a/b\n      ref: main\n",
+                                "spec.source.git.repo", 12, "credentials in the URL"),
     "stage names unique": (edit(PIPELINE, "- name: train", "- name: prepare"),
                            "spec.stages[1].name", 16, "twice"),
     "stage job name length": (edit(PIPELINE, "- name: train", "- name: " + "t" * 52),
