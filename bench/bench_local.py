@@ -8,7 +8,9 @@
   `create()` to Succeeded, against the same 256 processes started by a plain Python
   loop with 16 at a time; `ratio_vs_plain_loop` is local / loop.
 
-Each is measured with the runs sandboxed by bubblewrap (when it works here) and without.
+Each is measured with the runs contained by bubblewrap (when it works here: their own
+user, namespaces and files, `sandbox: bubblewrap`, the default) and without
+(`sandbox: none`).
 
     python bench/bench_local.py [--quick]
 """
@@ -32,7 +34,8 @@ from providers.base import Workload  # noqa: E402
 from providers.jsonfiles import read_json  # noqa: E402
 from providers.local import LocalConfig, LocalProvider  # noqa: E402
 from providers.local.rundir import RunDir  # noqa: E402
-from providers.local.settings import bubblewrap_works  # noqa: E402
+from providers.local.runuser import resolve as run_user  # noqa: E402
+from providers.local.settings import find_helper, probe  # noqa: E402
 from reconciler.identity import ResourceKey  # noqa: E402
 from reconciler.phases import is_terminal  # noqa: E402
 
@@ -107,12 +110,12 @@ def main() -> None:
     try:
         baseline = min(plain_loop(completions, parallelism) for _ in range(2))
         results["plain_loop_seconds"] = round(baseline, 3)
-        for bw in [False] + ([True] if bubblewrap_works() else []):
-            sandbox = "bubblewrap" if bw else "none"
+        works = probe(find_helper("bwrap"), run_user(None, None), "shared") is None
+        for sandbox in ["none"] + (["bubblewrap"] if works else []):
             for prestart in (True, False):
                 tag = f"{sandbox}-{'prestarted' if prestart else 'cold'}"
                 provider = LocalProvider(tmp / tag, LocalConfig(
-                    use_bubblewrap=bw, detect_gpus=False, prestart_supervisor=prestart))
+                    sandbox=sandbox, detect_gpus=False, prestart_supervisor=prestart))
                 row = {"apply_to_running_ms": apply_to_running(provider, tag, n_latency)}
                 if prestart:
                     local = indexed(provider, tag, completions, parallelism)

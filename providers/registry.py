@@ -17,7 +17,10 @@ KNOWN_TYPES = ("local", "slurm", "nodus")
 # providers.<name> settings of type local -> LocalConfig fields.
 _LOCAL_KEYS = {
     "images": "images", "strictImages": "strict_images", "detectGpus": "detect_gpus",
-    "suspendGraceSeconds": "suspend_grace_seconds", "useBubblewrap": "use_bubblewrap",
+    "suspendGraceSeconds": "suspend_grace_seconds", "sandbox": "sandbox",
+    "network": "network", "runAsUser": "run_as_user", "runAsGroup": "run_as_group",
+    "passEnv": "pass_env", "maxLogBytes": "max_log_bytes", "maxOutputBytes": "max_output_bytes",
+    "minFreeBytes": "min_free_bytes", "gitCaBundle": "git_ca_bundle",
     "useCgroups": "use_cgroups", "prestartSupervisor": "prestart_supervisor",
 }
 _RATE_KEYS = {"cpuCoreHour": "cpu_core_hour", "memoryGiBHour": "memory_gib_hour",
@@ -33,7 +36,11 @@ def local_config(name: str, settings: dict[str, Any]):
         if key in ("type", "root"):
             continue
         if key in _LOCAL_KEYS:
-            values[_LOCAL_KEYS[key]] = value
+            values[_LOCAL_KEYS[key]] = tuple(value) if key == "passEnv" and isinstance(
+                value, list) else value
+        elif key == "useBubblewrap":
+            raise ConfigError(f"providers.{name}.useBubblewrap: replaced by sandbox: bubblewrap "
+                              "(the default) or sandbox: none")
         elif key == "rates":
             unknown = set(value or {}) - set(_RATE_KEYS)
             if unknown:
@@ -49,7 +56,10 @@ def local_config(name: str, settings: dict[str, Any]):
         else:
             raise ConfigError(f"providers.{name}: unknown setting {key!r} (known: type, root, "
                               f"rates, gpuSlots, {', '.join(_LOCAL_KEYS)})")
-    return LocalConfig(**values)
+    try:
+        return LocalConfig(**values)
+    except ValueError as exc:
+        raise ConfigError(f"providers.{name}.{exc}") from None
 
 
 def build_provider(name: str, settings: dict[str, Any], state_dir: Path) -> Provider:

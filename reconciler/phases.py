@@ -41,6 +41,9 @@ class Reason(StrEnum):
     SUSPEND_FAILED = "SuspendFailed"
     STAGE_FAILED = "StageFailed"
     CELLS_FAILED = "CellsFailed"
+    # The local backend's own: a Job wrote past its disk cap; no sandbox can contain it.
+    OUTPUT_LIMIT_EXCEEDED = "OutputLimitExceeded"
+    SANDBOX_UNAVAILABLE = "SandboxUnavailable"
 
 
 # What to change, per failure reason, as the seeds' table says it.
@@ -61,4 +64,9 @@ FIXES: dict[str, str] = {
     Reason.MAX_COST_REACHED: "raise spec.maxCostUSD to continue",
     Reason.STAGE_FAILED: "read the failed stages' reasons with describe job/<pipeline>-<stage>",
     Reason.CELLS_FAILED: "read the failed cells' reasons with describe job/<sweep>-<index>",
+    Reason.OUTPUT_LIMIT_EXCEEDED: "write less under /nodus (outputs, state, work), or raise "
+    "maxOutputBytes in the local backend's config",
+    Reason.SANDBOX_UNAVAILABLE: "install bubblewrap and allow it unprivileged user "
+    "namespaces, or set sandbox: none in the local backend's config to run Jobs "
+    "uncontained on a trusted machine",
 }

@@ -1,11 +1,13 @@
 """The README's quick start, as a new user runs it: `serve --repo . --path examples-repo`
-on a fresh clone turns every example into real processes that reach Succeeded, with
-outputs and hashes visible to `get` and `describe`; SIGTERM stops it cleanly."""
+on a fresh clone turns every example into real processes, contained by bubblewrap, that
+reach Succeeded, with outputs and hashes visible to `get` and `describe`; SIGTERM stops
+it cleanly."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -79,6 +81,9 @@ def test_serve_runs_every_example_to_succeeded(tmp_path: Path) -> None:
     got = subprocess.run([*cli, "get", "-o", "json"], cwd=clone, env=env, text=True,
                          capture_output=True, check=True)
     by_name = {o["name"]: o for o in json.loads(got.stdout)}
+    if shutil.which("bwrap"):  # every example ran contained, none of them knowing it
+        for name in ("hello", "indexed-outputs"):
+            assert by_name[name]["status"]["sandbox"] == "bubblewrap", by_name[name]["status"]
     report = by_name["hello"]["status"]["outputs"]["report"]
     assert report["size"] > 0 and len(report["sha256"]) == 64
     assert by_name["indexed-outputs"]["status"]["completedIndexes"] == "0-3"

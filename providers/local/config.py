@@ -74,24 +74,46 @@ class GpuSlot:
         return parse_memory(self.memory, "gpu_slots.memory")
 
 
+SANDBOXES = ("bubblewrap", "none")
+NETWORKS = ("shared", "none")
+
+
 @dataclass(frozen=True)
 class LocalConfig:
     """How the local backend runs Jobs.
 
-    images: image name -> a virtualenv's bin directory, put first on PATH.
+    images: image name -> a virtualenv's bin directory, put first on PATH (and bound
+        read-only into the sandbox with the Python it was made from).
     strict_images: an image missing from `images` fails the Job with ImagePullFailed
-        (otherwise the host's environment runs it and an event says so).
+        (otherwise the host's runtime under /usr runs it and an event says so).
     gpu_slots: declared (simulated) GPUs, in addition to those nvidia-smi reports when
         `detect_gpus` is true.
     suspend_grace_seconds: time between SIGTERM and SIGKILL when stopping a run.
     suspend_retry_seconds, suspend_max_tries: a failed suspend is retried after this
         long, this many tries in all (the platform: ten minutes, three tries).
-    use_bubblewrap: None detects `bwrap`; False never uses it.
+    sandbox: "bubblewrap" contains every run (its own user, namespaces and files); a
+        machine where it cannot work fails Jobs with SandboxUnavailable. "none" runs
+        Jobs as the reconciler's own user with the whole machine in view (a trusted
+        laptop only; every Job says so in its status and events).
+    network: "shared" (the host's network) or "none" (a loopback of its own).
+    run_as_user, run_as_group: who runs the Jobs (a name or a number); by default the
+        `nodus-run` user when it exists, else 65534 (nobody). Only a reconciler running
+        as root can switch users; otherwise runs keep its uid inside their namespaces.
+    pass_env: names of the reconciler's environment variables runs receive (nothing
+        else of its environment reaches a run).
+    max_log_bytes: a run's log keeps its first and last halves of this many bytes.
+    max_output_bytes: the most a Job may write under /nodus (outputs, state, work,
+        source); beyond it the Job fails with OutputLimitExceeded.
+    min_free_bytes: new runs wait (Queued) while the file system of the runs has less
+        free space than this, so the state database never competes with Job files.
+    git_ca_bundle: a CA bundle (PEM) trusted by source.git fetches, besides the system's.
     use_cgroups: None uses the cgroup v1 memory controller for resources.memory when it
         is writable, else RLIMIT_AS; False always uses RLIMIT_AS; True requires cgroups.
     poll_seconds: how often a supervisor looks at its control file without a signal.
     prestart_supervisor: keep one supervisor process started ahead of need, so that a
         new Job's first run starts without waiting for an interpreter to start.
+    python: the interpreter of the supervisors, bound read-only into every sandbox so
+        that Jobs can run it.
     """
 
     images: dict[str, str] = field(default_factory=dict)
@@ -102,11 +124,38 @@ class LocalConfig:
     suspend_grace_seconds: float = 10.0
     suspend_retry_seconds: float = 600.0
     suspend_max_tries: int = 3
-    use_bubblewrap: bool | None = None
+    sandbox: str = "bubblewrap"
+    network: str = "shared"
+    run_as_user: int | str | None = None
+    run_as_group: int | str | None = None
+    pass_env: tuple[str, ...] = ()
+    max_log_bytes: int | str = 64 << 20
+    max_output_bytes: int | str = 4 << 30
+    min_free_bytes: int | str = 1 << 30
+    git_ca_bundle: str | None = None
     use_cgroups: bool | None = None
     poll_seconds: float = 0.1
     prestart_supervisor: bool = True
     python: str = sys.executable
+
+    def __post_init__(self) -> None:
+        """Refuse settings that cannot work, naming the setting; quantities become bytes."""
+        if self.sandbox not in SANDBOXES:
+            raise ValueError(f"sandbox: {self.sandbox!r} (use bubblewrap or none)")
+        if self.network not in NETWORKS:
+            raise ValueError(f"network: {self.network!r} (use shared or none)")
+        for name, key in (("max_log_bytes", "maxLogBytes"), ("max_output_bytes", "maxOutputBytes"),
+                          ("min_free_bytes", "minFreeBytes")):
+            value = parse_memory(getattr(self, name), key)
+            if value < 0 or (value == 0 and name != "min_free_bytes"):
+                raise ValueError(f"{key}: {getattr(self, name)!r} must be more than 0")
+            object.__setattr__(self, name, value)
+        if isinstance(self.pass_env, str) or not all(
+                isinstance(n, str) and n for n in self.pass_env):
+            raise ValueError(f"passEnv: {self.pass_env!r} is not a list of variable names")
+        object.__setattr__(self, "pass_env", tuple(self.pass_env))
+        if self.max_log_bytes < 2:  # type: ignore[operator]
+            raise ValueError("maxLogBytes: keep at least 2 bytes (a head and a tail)")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

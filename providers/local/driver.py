@@ -1,9 +1,11 @@
 """One Job's state machine, driven by its supervisor process one `tick()` at a time.
 
 Each pass reads control.json, reaps finished runs, accrues cost, enforces the desired
-state, timeout, queue timeout and cost cap, starts runs (completions, parallelism, GPU
-slots), settles finished stops and success (outputs), and writes status.json when
-something changed, or every second while runs are active, as a heartbeat.
+state, timeout, queue timeout, cost cap and disk cap, starts runs (completions,
+parallelism, GPU slots, free disk space), settles finished stops and success
+(outputs), and writes status.json when something changed, or every second while runs
+are active, as a heartbeat. Between passes the supervisor pumps the runs' output into
+their logs (`log_pipes`).
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from providers.jsonfiles import read_json, write_json
-from providers.local import jobstate, limits, provisioning, runs, sandbox, suspension
+from providers.local import diskuse, jobstate, launch, limits, provisioning, runs, suspension
+from providers.local.placement import Placement
 from providers.local.rundir import RunDir
+from providers.local.sandbox import Sandbox
 from providers.local.spec import compact_indexes, parse_job
 from reconciler.phases import Phase, Reason, is_terminal
 
@@ -43,7 +47,11 @@ class JobDriver:
         self.active: dict[int, runs.Run] = {}
         self.stop: dict[str, Any] | None = None
         self.stop_exits: list[runs.Exit] = []
-        self.place: sandbox.Placement | None = None
+        self.place: Placement | None = None
+        self.sandbox = Sandbox.from_dict(self.settings["sandbox"])
+        self.max_output = int(self.settings["maxOutputBytes"])
+        self.meter = diskuse.Meter([run.outputs, run.state, run.work, run.units, run.source])
+        self.disk_wait_noted = False
         self.desired = self.spec.state
         self.timeout = self.spec.timeout
         self.max_cost = self.spec.max_cost
@@ -80,6 +88,10 @@ class JobDriver:
             self.begin_stop("fail", now, reason, message)
         else:
             self._finish(Phase.FAILED, now, reason, message)
+
+    def _over_cap(self, used: int) -> str:
+        return (f"the Job wrote {used} bytes to its outputs, state and work directories, "
+                f"more than the local backend's maxOutputBytes ({self.max_output})")
 
     def _finish(self, phase: Phase, now: float, reason: str | None = None,
                 message: str | None = None) -> None:
@@ -148,6 +160,9 @@ class JobDriver:
             ex = run.finish()
             del self.active[index]
             self.dirty = True
+            if not ex.whole:
+                self.event("RunNotEnded", f"index {index} (attempt {run.attempt}): processes of "
+                           "the run were still there after SIGKILL", warning=True)
             if run.stopping:
                 self.stop_exits.append(ex)
                 bisect.insort(self.pending, index)
@@ -159,7 +174,10 @@ class JobDriver:
             self.st["failed"] += 1
             what = f"index {index} (attempt {run.attempt}) {ex.describe()}"
             self.event("RunFailed", what, warning=True)
-            if ex.oom:
+            used = self.meter.measure(now)
+            if used > self.max_output:  # it failed writing past the cap (a file is capped)
+                self._fail(Reason.OUTPUT_LIMIT_EXCEEDED, self._over_cap(used), now)
+            elif ex.oom:
                 limit = self.spec.memory_limit or 0
                 self._fail(Reason.OOM_KILLED, f"{what}: resources.memory is {limit >> 20}Mi", now)
             elif self.st["failed"] > self.spec.backoff_limit:
@@ -204,6 +222,11 @@ class JobDriver:
                          f"no GPU slot here fits {wanted} within placement.queueTimeout "
                          f"{qt:g}s (slots: {slots})")
             return
+        if self.active and not self.stop and self.meter.due(now):
+            used = self.meter.measure(now)
+            if used > self.max_output:
+                self.begin_stop("fail", now, Reason.OUTPUT_LIMIT_EXCEEDED, self._over_cap(used))
+                return
         if self.stop:
             return
         if self.capped() and (self.active or self.pending):
@@ -238,6 +261,8 @@ class JobDriver:
         if self.stop or self.phase in (Phase.SUSPENDED, Phase.SUSPENDING) or self.capped():
             return
         while self.pending and len(self.active) < self.spec.parallelism:
+            if not self._disk_allows(now):
+                return
             lease = None
             if self.spec.gpu:
                 lease = self.gpus.try_acquire(Path(self.settings["locksDir"]), self.slots,
@@ -250,6 +275,19 @@ class JobDriver:
                     lease.release()
                 return
             self.spawn(self.pending.pop(0), lease, now)
+
+    def _disk_allows(self, now: float) -> bool:
+        """New runs wait while the runs' file system has less free space than the floor,
+        so that the state database never competes with Job files for the last bytes."""
+        allowed, changed, began = diskuse.floor_condition(
+            self.st, self.run.path, int(self.settings["minFreeBytes"]), now)
+        if began:
+            self.event("WaitingForDisk", began, warning=True)
+        if not allowed and not self.active and self.phase != Phase.QUEUED:
+            self.st.update(phase=Phase.QUEUED.value, queuedSince=now)
+            changed = True
+        self.dirty = self.dirty or changed
+        return allowed
 
     def _wait_for_gpu(self, now: float) -> None:
         if not self.active and self.phase != Phase.QUEUED:
@@ -270,7 +308,7 @@ class JobDriver:
             self.flush(now)  # show Provisioning while the source is fetched
         try:
             self.place = provisioning.provision(self.spec, self.run, self.settings, self.st,
-                                                self.event)
+                                                self.event, now)
         except provisioning.ProvisionError as exc:
             self._finish(Phase.FAILED, now, exc.reason, exc.message)
             return False
@@ -279,16 +317,21 @@ class JobDriver:
     def spawn(self, index: int, lease: runs.Lease | None, now: float) -> None:
         st = self.st
         attempt = st["indexAttempts"].get(str(index), 0) + 1
-        self.run.state_for(index).mkdir(parents=True, exist_ok=True)
+        self.run.make_state_dir(index, self.sandbox.user)
         assert self.place is not None
-        launch = sandbox.build(self.spec, self.run, self.place, index, attempt,
-                               lease.visible_devices if lease else "")
+        real_gpus = [s.index for s in lease.slots if not s.simulated] if lease else []
+        started = launch.build(self.spec, self.run, self.place, index, attempt,
+                               lease.visible_devices if lease else "", gpu_indexes=real_gpus,
+                               pass_env=tuple(self.settings["passEnv"]))
         run = runs.start(
-            launch, index=index, attempt=attempt, rate=self.rate,
+            started, index=index, attempt=attempt, rate=self.rate,
             log_path=self.run.log_for(index, attempt),
-            units_path=self.run.units_for(index, attempt), bubblewrap=self.place.bubblewrap,
+            units_path=self.run.units_for(index, attempt),
+            status_path=self.run.sandbox_status_for(index, attempt), user=self.sandbox.user,
             lease=lease, cgroup_parent=self.cgroup_parent, memory_limit=self.spec.memory_limit,
-            cgroup_name=f"{self.uid}-{index}-{attempt}")
+            cgroup_name=f"{self.uid}-{index}-{attempt}",
+            max_log_bytes=int(self.settings["maxLogBytes"]),
+            max_file_bytes=self.max_output + 1)  # a file can pass the cap, not much more
         self.active[index] = run
         st["indexAttempts"][str(index)] = attempt
         st["attempts"] += 1
@@ -307,6 +350,10 @@ class JobDriver:
         elif not (self.stop or self.active or self.pending) and self.phase != Phase.SUSPENDED:
             from providers.local.outputs import OutputError, collect  # hashing, at the end
 
+            used = self.meter.measure(now)
+            if used > self.max_output:
+                self._finish(Phase.FAILED, now, Reason.OUTPUT_LIMIT_EXCEEDED, self._over_cap(used))
+                return
             try:
                 self.st["outputs"] = collect(self.run.outputs, self.spec.outputs)
             except OutputError as exc:
@@ -342,17 +389,14 @@ class JobDriver:
             self.dirty = True
         if not self.dirty:
             return
-        st["active"] = len(self.active)
-        st["runs"] = {str(i): r.record() for i, r in self.active.items()}
-        st["completedIndexes"] = sorted(self.completed)
-        st["timeoutSeconds"] = self.timeout
-        st["timeoutTime"] = jobstate.timeout_time(st, self.timeout, now)
-        st["wallSeconds"] = round(jobstate.wall_seconds(st, now), 3)
-        wall = st["wallSeconds"]
-        st["unitsPerSecond"] = round(st["units"] / wall, 3) if st["units"] and wall > 0 else None
-        st["heartbeat"] = now
+        jobstate.refresh(st, {str(i): r.record() for i, r in self.active.items()},
+                         sorted(self.completed), self.timeout, now)
         write_json(self.run.status, st)
         self.last_write, self.dirty = now, False
+
+    def log_pipes(self) -> dict[int, runs.Run]:
+        """The read ends of the active runs' output, for the supervisor's select."""
+        return {r.pipe: r for r in self.active.values() if r.pipe is not None}
 
     def next_wait(self, now: float) -> float:
         wait = float(self.settings["pollSeconds"])

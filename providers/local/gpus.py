@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,9 +59,9 @@ def gpu_type_from_name(name: str) -> str:
     return words[0]
 
 
-def detect(timeout: float = 5.0) -> list[Slot]:
-    """The machine's GPUs from nvidia-smi; empty when it is missing or fails."""
-    exe = shutil.which("nvidia-smi")
+def detect(exe: str | None, timeout: float = 5.0) -> list[Slot]:
+    """The machine's GPUs from nvidia-smi (its absolute path, resolved once by the
+    backend's settings); empty when it is missing or fails."""
     if not exe:
         return []
     try:

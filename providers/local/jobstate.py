@@ -127,3 +127,17 @@ def timeout_time(st: dict[str, Any], timeout: float | None, now: float) -> float
     if st.get("suspendedSince") is not None:
         suspended += now - st["suspendedSince"]
     return st["provisioningTime"] + timeout + suspended
+
+
+def refresh(st: dict[str, Any], active: dict[str, dict[str, Any]], completed: list[int],
+            timeout: float | None, now: float) -> None:
+    """Bring the derived fields up to `now` before a write: the active runs' records,
+    the completed indexes, timeoutTime, wall time, units per second and the heartbeat."""
+    st["active"] = len(active)
+    st["runs"] = active
+    st["completedIndexes"] = completed
+    st["timeoutSeconds"] = timeout
+    st["timeoutTime"] = timeout_time(st, timeout, now)
+    st["wallSeconds"] = wall = round(wall_seconds(st, now), 3)
+    st["unitsPerSecond"] = round(st["units"] / wall, 3) if st["units"] and wall > 0 else None
+    st["heartbeat"] = now

@@ -23,8 +23,14 @@ from providers.local.rundir import RunDir
 _PACKAGE_ROOT = str(Path(providers.__file__).resolve().parent.parent)
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
+# What a supervisor keeps of the reconciler's environment: enough to run Python. Its
+# credentials (tokens, webhook secrets) stay behind; `passEnv` names what runs receive.
+_SUPERVISOR_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER",
+                   "LOGNAME", "SHELL", "TERM", "PYTHONPATH")
+
+
+def _env(pass_env: tuple[str, ...] = ()) -> dict[str, str]:
+    env = {k: os.environ[k] for k in (*_SUPERVISOR_ENV, *pass_env) if k in os.environ}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
     return env
 
@@ -34,24 +40,24 @@ def _record(run: RunDir, proc: subprocess.Popen) -> None:
                                 "startedAt": time.time()})
 
 
-def spawn(run: RunDir, python: str) -> subprocess.Popen:
+def spawn(run: RunDir, python: str, pass_env: tuple[str, ...] = ()) -> subprocess.Popen:
     """Start `python -m providers.local.supervisor <rundir>` in its own session, with
     stdin from /dev/null and its output in supervisor.log, and record its identity."""
     with open(run.path / "supervisor.log", "ab") as log:
         proc = subprocess.Popen(
             [python, "-S", "-m", "providers.local.supervisor", str(run.path)], cwd=run.path,
-            env=_env(), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            env=_env(pass_env), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
     _record(run, proc)
     return proc
 
 
-def start_spare(python: str, root: Path) -> subprocess.Popen:
+def start_spare(python: str, root: Path, pass_env: tuple[str, ...] = ()) -> subprocess.Popen:
     """Pre-start a supervisor that waits for its run directory on stdin."""
     with open(root / ".spare-supervisors.log", "ab") as log:
         return subprocess.Popen(
             [python, "-S", "-m", "providers.local.supervisor", "--spare"], cwd=root,
-            env=_env(), stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
+            env=_env(pass_env), stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
 
 

@@ -1,24 +1,17 @@
-"""Memory limits and process hygiene for one run.
+"""Memory limits for one run.
 
 A run with `resources.memory` gets its own cgroup v1 memory group when the memory
 controller is writable (killed by the kernel at the limit, which the group's
 `memory.oom_control` counts), and otherwise `RLIMIT_AS` (a weaker limit on address
-space: allocations fail instead). Every run is also tied to its supervisor with
-PR_SET_PDEATHSIG, so a supervisor killed with -9 does not leave orphans running.
+space: allocations fail instead, set by `child.make_preexec`).
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
-import resource
-import signal
-from collections.abc import Callable
 from pathlib import Path
 
 CGROUP_MEMORY = Path("/sys/fs/cgroup/memory")
-_PR_SET_PDEATHSIG = 1
-_LIBC = ctypes.CDLL(None, use_errno=True)
 
 # How a failed allocation shows in a log when only RLIMIT_AS limits memory.
 ALLOCATION_FAILURES = ("MemoryError", "std::bad_alloc", "Cannot allocate memory", "out of memory")
@@ -76,22 +69,3 @@ def remove_cgroup(group: Path | None) -> None:
     except OSError:
         pass
 
-
-def make_preexec(cgroup: Path | None, address_space: int | None) -> Callable[[], None]:
-    """The function the forked child runs before exec: die with the supervisor, join
-    the memory group, or set RLIMIT_AS. Nothing here allocates much or takes locks."""
-    parent = os.getpid()
-    procs = str(cgroup / "cgroup.procs") if cgroup else None
-
-    def preexec() -> None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        if os.getppid() != parent:  # the supervisor died before prctl took effect
-            os._exit(137)
-        if procs:
-            fd = os.open(procs, os.O_WRONLY)
-            os.write(fd, b"0")
-            os.close(fd)
-        if address_space:
-            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
-
-    return preexec

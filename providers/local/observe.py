@@ -28,6 +28,8 @@ _COPIED = (
     "recoveries",
     "costUSD",
     "sandbox",
+    "network",
+    "runAs",
     "image",
 )
 

@@ -74,3 +74,21 @@ def kill_recorded(pid: int | None, ticks: int | None) -> None:
     if pid and is_same_process(pid, ticks):
         signal_group(pid, signal.SIGKILL)
         signal_pid(pid, signal.SIGKILL)
+
+
+def pidns_members(inode: int) -> list[int]:
+    """Host pids of the live processes in the PID namespace `inode` (a scan of /proc)."""
+    want = f"pid:[{inode}]"
+    members = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            if os.readlink(f"/proc/{entry}/ns/pid") != want:
+                continue
+        except OSError:
+            continue
+        fields = _stat_fields(int(entry))
+        if fields and fields[0] not in ("Z", "X"):
+            members.append(int(entry))
+    return members

@@ -34,6 +34,7 @@ from providers.local.logs import iter_logs
 from providers.local.observe import to_observed
 from providers.local.outputs import copy_output, output_path
 from providers.local.rundir import RunDir
+from providers.local.sandbox import Sandbox
 from providers.local.spec import JobSpec, SpecError, parse_job
 from reconciler.errors import ConfigError, NotFoundError, PermanentError, TransientError
 from reconciler.identity import (
@@ -57,7 +58,12 @@ PATCHABLE = frozenset(
 
 def _retire_all(spares: list[subprocess.Popen]) -> None:
     while spares:
-        launcher.retire(spares.pop())
+        spare = spares.pop()
+        launcher.retire(spare)
+        try:
+            spare.wait(timeout=5)  # it exits at end of file: reap it
+        except subprocess.TimeoutExpired:
+            pass
 
 
 class LocalProvider:
@@ -76,6 +82,7 @@ class LocalProvider:
         self._settings: dict[str, Any] | None = None
         self._children: dict[str, subprocess.Popen] = {}
         self._spare: list[subprocess.Popen] = []  # at most one pre-started supervisor
+        self._retired: list[subprocess.Popen] = []  # spares told to exit, to be reaped
         weakref.finalize(self, _retire_all, self._spare)
 
     # -- settings resolved once per provider -------------------------------------
@@ -112,23 +119,33 @@ class LocalProvider:
         finally:
             os.close(fd)
 
+    def _reap(self) -> None:
+        """Collect the exit status of every supervisor of ours that ended (and of retired
+        spares), so that none stays a zombie."""
+        for path, child in list(self._children.items()):
+            if child.poll() is not None:
+                del self._children[path]
+        self._retired = [p for p in self._retired if p.poll() is None]
+
     def _spawn(self, run: RunDir) -> None:
         """Start the run's supervisor: hand it to the pre-started spare when there is one,
         then pre-start the next spare for the next Job."""
+        self._reap()
         spare = self._spare.pop() if self._spare else None
         if spare is not None and launcher.hand_over(spare, run):
             proc = spare
         else:
-            launcher.retire(spare)
-            proc = launcher.spawn(run, self.config.python)
+            if spare is not None:
+                launcher.retire(spare)
+                self._retired.append(spare)
+            proc = launcher.spawn(run, self.config.python, self.config.pass_env)
         self._children[str(run.path)] = proc
         if self.config.prestart_supervisor:
-            self._spare.append(launcher.start_spare(self.config.python, self.root))
+            self._spare.append(launcher.start_spare(self.config.python, self.root,
+                                                    self.config.pass_env))
 
     def _alive(self, run: RunDir) -> bool:
-        child = self._children.get(str(run.path))
-        if child is not None and child.poll() is not None:
-            del self._children[str(run.path)]  # reaped: our own supervisor ended
+        self._reap()
         return launcher.alive(run)
 
     @staticmethod
@@ -150,7 +167,8 @@ class LocalProvider:
         tmp = RunDir(run.path.parent / f".tmp-{key.name}-{uuid.uuid4().hex[:8]}")
         try:
             tmp.path.mkdir(parents=True)
-            tmp.make_dirs()
+            sandbox = Sandbox.from_dict(self.settings()["sandbox"])
+            tmp.make_dirs(sandbox.user)
             write_json(
                 tmp.manifest,
                 {
@@ -166,9 +184,7 @@ class LocalProvider:
             write_json(tmp.settings, self.settings())
             write_json(tmp.control, self._control(spec, 0))
             st = jobstate.initial(now)
-            st.update(
-                image=spec.image, sandbox="bubblewrap" if self.settings()["bubblewrap"] else "none"
-            )
+            st.update(image=spec.image, sandbox=sandbox.type)
             write_json(tmp.status, st)
             tmp.event("Created", f"created with idempotency key {idempotency_key}", now=now)
             os.rename(tmp.path, run.path)
@@ -283,6 +299,7 @@ class LocalProvider:
         shutil.rmtree(run.path, ignore_errors=True)
 
     def get(self, key: ResourceKey) -> Observed | None:
+        self._reap()
         run = self._run(key)
         if not run.exists():
             return None
@@ -341,6 +358,7 @@ class LocalProvider:
     @staticmethod
     def _kill_leftovers(st: dict[str, Any]) -> None:
         for rec in (st.get("runs") or {}).values():
+            procs.kill_recorded(rec.get("initPid"), rec.get("initTicks"))  # its namespace
             procs.kill_recorded(rec.get("pid"), rec.get("ticks"))
             if rec.get("cgroup"):
                 limits.remove_cgroup(Path(rec["cgroup"]))

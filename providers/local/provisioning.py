@@ -1,16 +1,19 @@
-"""Provisioning a Job's runs, once per supervisor, when it first gets capacity: the
-image (a mapped virtualenv), the inputs, the source checkout, and where the command
+"""Provisioning a Job's runs, once per supervisor, when it first gets capacity: what
+contains them (a sandbox that cannot work here fails the Job with SandboxUnavailable),
+the image (a mapped virtualenv), the inputs, the source checkout, and where the command
 will run. Problems become `ProvisionError(reason, message)`; notes become events."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
-from providers.local import sandbox
+from providers.local import jobstate, placement
+from providers.local.placement import Placement
 from providers.local.rundir import RunDir
+from providers.local.runtime import venv_roots
+from providers.local.sandbox import Sandbox
 from providers.local.spec import JobSpec
 from reconciler.phases import Reason
 
@@ -33,8 +36,8 @@ def image_bin(spec: JobSpec, settings: dict[str, Any], first: bool, emit: Emit) 
             raise ProvisionError(Reason.IMAGE_PULL_FAILED,
                                  f"image {spec.image} is not one of the local backend's images")
         if first:
-            emit("ImageNotMapped",
-                 f"image {spec.image} is not mapped; the command runs with the host's PATH", True)
+            emit("ImageNotMapped", f"image {spec.image} is not mapped; the command runs with "
+                 "the host's runtime (/usr)", True)
         return None
     if not os.path.isdir(path):
         raise ProvisionError(Reason.IMAGE_PULL_FAILED,
@@ -42,41 +45,58 @@ def image_bin(spec: JobSpec, settings: dict[str, Any], first: bool, emit: Emit) 
     return path
 
 
+def _fetch_source(spec: JobSpec, run: RunDir, settings: dict[str, Any], sb: Sandbox,
+                  st: dict[str, Any], emit: Emit) -> None:
+    from providers.local import source as git_source  # only Jobs with source.git
+
+    assert spec.source is not None
+    try:
+        st["source"], skipped = git_source.fetch(spec.source, run.source, sb,
+                                                 settings["helpers"]["git"],
+                                                 settings.get("gitCaBundle"))
+    except git_source.SourceFetchError as exc:
+        raise ProvisionError(
+            Reason.STORAGE_UNAVAILABLE,
+            f"cannot fetch source.git {spec.source.repo}@{spec.source.ref}: {exc}",
+        ) from None
+    emit("SourceFetched", f"{spec.source.repo}@{spec.source.ref} is {st['source']['commit']}",
+         False)
+    if skipped:
+        emit("SourceEntriesSkipped", f"{skipped} entries of the source were left out: links "
+             "that leave the checkout or are absolute", True)
+
+
 def provision(spec: JobSpec, run: RunDir, settings: dict[str, Any], st: dict[str, Any],
-              emit: Emit) -> sandbox.Placement:
-    """Prepare the Job's runs; records status.source; raises ProvisionError."""
+              emit: Emit, now: float) -> Placement:
+    """Prepare the Job's runs; records status.source and what contains the runs;
+    raises ProvisionError."""
     first = not st["prepared"]
+    sb = Sandbox.from_dict(settings["sandbox"])
+    if sb.contained and sb.problem:
+        raise ProvisionError(Reason.SANDBOX_UNAVAILABLE, sb.problem)
     bin_dir = image_bin(spec, settings, first, emit)
     for inp in spec.inputs:
         if not inp.path or not os.path.exists(inp.path):
             raise ProvisionError(Reason.STORAGE_UNAVAILABLE,
                                  f"input {inp.name} has no readable path ({inp.path or 'unset'})")
     if spec.source and (st["source"] is None or not run.source.is_dir()):
-        from providers.local import source as git_source  # only Jobs with source.git
-
-        try:
-            st["source"] = git_source.fetch(spec.source, run.source)
-        except git_source.SourceFetchError as exc:
-            raise ProvisionError(
-                Reason.STORAGE_UNAVAILABLE,
-                f"cannot fetch source.git {spec.source.repo}@{spec.source.ref}: {exc}",
-            ) from None
-        emit("SourceFetched",
-             f"{spec.source.repo}@{spec.source.ref} is {st['source']['commit']}", False)
-        if spec.source.path:
-            emit("SourcePath", f"source.git.path {spec.source.path}: locally the checkout is "
-                 f"the run's source directory ({run.source})", False)
-    bw = bool(settings["bubblewrap"])
-    cwd, note = sandbox.working_dir(spec, run, bw, spec.source is not None)
+        _fetch_source(spec, run, settings, sb, st, emit)
+    roots = venv_roots(bin_dir) if bin_dir and sb.contained else []
+    place = placement.place(spec, run, sb, bin_dir, roots)
     if first:
-        if note:
+        for note in place.notes:
             emit("WorkingDir", note, False)
-        if not bw:
-            emit("NoSandbox", "bubblewrap is not available: /nodus is not mounted; "
+        if not sb.contained:
+            emit("NoSandbox", "sandbox: none in the local backend's config: the command runs "
+                 "as the reconciler's own user and sees the whole machine; "
                  "NODUS_OUTPUTS_DIR, NODUS_CHECKPOINT_DIR and NODUS_INPUT_* point at the "
                  "run directory", True)
         if spec.dropped_env:
             emit("EnvIgnored", f"spec.env cannot set {', '.join(spec.dropped_env)}: the NODUS_ "
                  "prefix is reserved", True)
+    st.update(sandbox=sb.type, network=sb.network if sb.contained else "host",
+              runAs=f"{sb.user.uid}:{sb.user.gid} ({sb.user.note})")
+    jobstate.set_condition(st, "Sandboxed", sb.contained,
+                           "Bubblewrap" if sb.contained else "SandboxDisabled", sb.describe(), now)
     st["prepared"] = True
-    return sandbox.Placement(bw, Path(settings["root"]), bin_dir, spec.source is not None, cwd)
+    return place

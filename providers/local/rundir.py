@@ -12,7 +12,12 @@ appended one JSON object a line.
     supervisor.json  pid and /proc start time of the supervisor process
     events.jsonl     lifecycle events
     logs/<index>-<attempt>.log, units/<index>-<attempt>.jsonl
+    sandbox/<index>-<attempt>.json   bubblewrap's status: the run's PID namespace
     outputs/  state/<index>/  work/  source/
+
+The run directory is 0700. When runs switch users, the directories a run writes
+(outputs, state/<index>, work, units, source) belong to the run user with mode 0700;
+the rest, logs included, stays the reconciler's, out of every run's sight.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from providers.local.runuser import RunUser
 from reconciler.identity import ResourceKey
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
@@ -34,6 +40,14 @@ def check_name(text: str, what: str) -> str:
     if not _SAFE_NAME.match(text) or text in (".", ".."):
         raise ValueError(f"{what} {text!r} cannot name a run directory")
     return text
+
+
+def _owned_dir(path: Path, user: RunUser) -> None:
+    """A directory the run writes: the run user's, 0700, when runs switch users."""
+    path.mkdir(exist_ok=True)
+    if user.switch:
+        os.chown(path, user.uid, user.gid, follow_symlinks=False)
+        path.chmod(0o700)
 
 
 @dataclass(frozen=True)
@@ -102,6 +116,13 @@ class RunDir:
     def source(self) -> Path:
         return self.path / "source"
 
+    @property
+    def sandboxes(self) -> Path:
+        return self.path / "sandbox"
+
+    def sandbox_status_for(self, index: int, attempt: int) -> Path:
+        return self.sandboxes / f"{index}-{attempt}.json"
+
     def state_for(self, index: int) -> Path:
         return self.state / str(index)
 
@@ -111,9 +132,16 @@ class RunDir:
     def units_for(self, index: int, attempt: int) -> Path:
         return self.units / f"{index}-{attempt}.jsonl"
 
-    def make_dirs(self) -> None:
-        for d in (self.logs, self.units, self.outputs, self.state, self.work):
-            d.mkdir(parents=True, exist_ok=True)
+    def make_dirs(self, user: RunUser) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.path.chmod(0o700)
+        for d in (self.logs, self.sandboxes, self.state):
+            d.mkdir(exist_ok=True)
+        for d in (self.outputs, self.work, self.units):
+            _owned_dir(d, user)
+
+    def make_state_dir(self, index: int, user: RunUser) -> None:
+        _owned_dir(self.state_for(index), user)
 
     def exists(self) -> bool:
         return self.manifest.exists()

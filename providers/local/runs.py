@@ -1,12 +1,22 @@
-"""One run: one attempt of one index, as a process group owned by the supervisor.
+"""One run: one attempt of one index, owned by the supervisor.
 
-Starting it (log file, memory group, GPU lease, the launch from `sandbox`), asking it
-to stop (SIGTERM to the command, SIGKILL after the grace period), and reading how it
-ended: exit status, killed for memory, and the throughput units it reported.
+Starting it (log pipe, memory group, GPU lease, the launch), pumping its output into
+its capped log, asking it to stop (SIGTERM to its command, SIGKILL after the grace
+period), and reading how it ended: exit status, killed for memory, the throughput units
+it reported.
+
+A contained run is a PID namespace: bubblewrap reports the namespace's first process
+(its init) in a status file, and when that process ends the kernel ends every other
+process of the namespace, double-forked ones included. `finish()` returns only once
+the init is gone, so no process of the run outlives the phase the supervisor records.
+Without a sandbox, the run is its process group, and a process that leaves the group
+(setsid) escapes it.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import signal
 import subprocess
 import time
@@ -14,8 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from providers.local import limits, procs
-from providers.local.sandbox import Launch
+from providers.local import child, limits, procs
+from providers.local.launch import Launch
+from providers.local.logsink import LogSink
+from providers.local.runuser import RunUser
+
+READ_CHUNK = 1 << 16
+PUMP_BUDGET = 1 << 20  # bytes read from one run per pass, so that no run starves the loop
+END_WAIT_SECONDS = 30.0
 
 
 class Lease(Protocol):
@@ -31,6 +47,7 @@ class Exit:
     code: int | None  # exit status, None when killed by a signal
     signal: int | None
     oom: bool
+    whole: bool = True  # every process of the run was confirmed ended
 
     @property
     def ok(self) -> bool:
@@ -50,6 +67,41 @@ class Exit:
 
 
 @dataclass
+class Namespace:
+    """A contained run's PID namespace, as bubblewrap's status file reports it."""
+
+    status_path: Path
+    init_pid: int | None = None
+    init_ticks: int | None = None
+    inode: int | None = None
+
+    def load(self, wait: float = 0.0) -> bool:
+        """Read the status file's first record (waiting up to `wait` seconds for it)."""
+        deadline = time.monotonic() + wait
+        while self.init_pid is None:
+            try:
+                first = self.status_path.read_text().partition("\n")[0]
+                doc = json.loads(first) if first.strip() else {}
+            except (OSError, ValueError):
+                doc = {}
+            if "child-pid" in doc:
+                self.init_pid = int(doc["child-pid"])
+                self.inode = int(doc.get("pid-namespace") or 0) or None
+                self.init_ticks = procs.start_ticks(self.init_pid)
+            elif time.monotonic() >= deadline:
+                return False
+            else:
+                time.sleep(0.005)
+        return True
+
+    def alive(self) -> bool:
+        return procs.is_same_process(self.init_pid, self.init_ticks)
+
+    def members(self) -> list[int]:
+        return procs.pidns_members(self.inode) if self.inode else []
+
+
+@dataclass
 class Run:
     index: int
     attempt: int
@@ -57,9 +109,10 @@ class Run:
     ticks: int | None
     started: float
     rate: float  # USD per second
-    log_path: Path
+    log: LogSink
+    pipe: int | None  # the read end of the run's stdout and stderr
     units_path: Path
-    bubblewrap: bool
+    namespace: Namespace | None  # None without a sandbox
     lease: Lease | None = None
     cgroup: Path | None = None
     rlimited: bool = False
@@ -73,12 +126,21 @@ class Run:
     def pid(self) -> int:
         return self.proc.pid
 
+    @property
+    def bubblewrap(self) -> bool:
+        return self.namespace is not None
+
     def record(self) -> dict:
+        ns = self.namespace
+        if ns is not None:
+            ns.load()
         return {
             "index": self.index,
             "attempt": self.attempt,
             "pid": self.pid,
             "ticks": self.ticks,
+            "initPid": ns.init_pid if ns else None,
+            "initTicks": ns.init_ticks if ns else None,
             "startTime": self.started,
             "cgroup": str(self.cgroup) if self.cgroup else None,
             "gpus": [s.id for s in self.lease.slots] if self.lease else [],
@@ -87,28 +149,70 @@ class Run:
     def poll(self) -> int | None:
         return self.proc.poll()
 
+    def pump(self, budget: int = PUMP_BUDGET) -> None:
+        """Move what the run printed into its log, up to `budget` bytes."""
+        moved = 0
+        while self.pipe is not None and moved < budget:
+            try:
+                data = os.read(self.pipe, READ_CHUNK)
+            except BlockingIOError:
+                return
+            except OSError:
+                data = b""
+            if not data:  # every writer is gone
+                os.close(self.pipe)
+                self.pipe = None
+                return
+            self.log.write(data)
+            moved += len(data)
+
     def terminate(self, reason: str, now: float) -> None:
-        """Ask the command to stop; bubblewrap's monitor is spared so that it reports the
-        command's exit status."""
+        """Ask the command to stop: SIGTERM to every process of the run but the
+        namespace's init, which must stay to report the command's exit status."""
         if self.stopping is None or self.term_at is None:
             self.stopping = reason
             self.term_at = now
-            procs.terminate_inside(self.pid, self.pid if self.bubblewrap else None)
+            ns = self.namespace
+            if ns is not None and ns.load(wait=1.0):
+                for pid in ns.members():
+                    if pid != ns.init_pid:
+                        procs.signal_pid(pid, signal.SIGTERM)
+            else:
+                procs.signal_group(self.pid, signal.SIGTERM)
         else:
             self.stopping = reason
 
     def kill(self) -> None:
         self.killed = True
+        ns = self.namespace
+        if ns is not None and ns.load() and ns.alive():
+            procs.signal_pid(ns.init_pid, signal.SIGKILL)  # the kernel ends the rest
         procs.signal_group(self.pid, signal.SIGKILL)
+
+    def ended_whole(self, timeout: float = END_WAIT_SECONDS) -> bool:
+        """End whatever is left of the run and confirm nothing is: for a contained run
+        its namespace's init is gone (the kernel ended every other process first)."""
+        procs.signal_group(self.pid, signal.SIGKILL)  # anything left in the group
+        ns = self.namespace
+        if ns is None or not ns.load():
+            return True  # no sandbox (its group was killed), or bubblewrap never forked
+        deadline = time.monotonic() + timeout
+        while ns.alive():
+            procs.signal_pid(ns.init_pid, signal.SIGKILL)
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.005)
+        return True
 
     def count_units(self) -> int:
         """Read units reported since the last call; returns how many are new."""
         try:
-            with open(self.units_path, "rb") as f:
-                f.seek(self._units_offset)
-                chunk = f.read()
-        except FileNotFoundError:
+            fd = os.open(self.units_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
             return 0
+        with os.fdopen(fd, "rb") as f:
+            f.seek(self._units_offset)
+            chunk = f.read()
         complete = chunk.rfind(b"\n") + 1
         self._units_offset += complete
         new = chunk[:complete].count(b"\n")
@@ -116,7 +220,8 @@ class Run:
         return new
 
     def finish(self) -> Exit:
-        """After the process ended: classify, clean up leftovers, release the lease."""
+        """After the process ended: confirm the whole run ended, drain and close its
+        log, classify the exit, release the memory group and the lease."""
         rc = self.proc.returncode
         code: int | None = rc
         sig: int | None = None
@@ -124,7 +229,18 @@ class Run:
             code, sig = None, -rc
         elif self.bubblewrap and rc is not None and rc > 128:
             code, sig = None, rc - 128  # bubblewrap reports a signal as 128 + signal
-        procs.signal_group(self.pid, signal.SIGKILL)  # anything the command left behind
+        whole = self.ended_whole()
+        deadline = time.monotonic() + 1.0
+        while self.pipe is not None:  # read what is left, to the end
+            self.pump(budget=1 << 62)
+            if self.pipe is None:
+                break
+            if not self.bubblewrap or time.monotonic() > deadline:
+                os.close(self.pipe)  # an escaped process holds it open: stop here
+                self.pipe = None
+            else:
+                time.sleep(0.005)
+        self.log.close()
         oom = False
         if self.cgroup is not None:
             oom = limits.oom_killed(self.cgroup)
@@ -134,10 +250,10 @@ class Run:
                     break
                 time.sleep(0.01)
         elif self.rlimited and code not in (0, None):
-            oom = _log_tail_shows_allocation_failure(self.log_path)
+            oom = _log_tail_shows_allocation_failure(self.log.path)
         if self.lease:
             self.lease.release()
-        return Exit(code, sig, oom)
+        return Exit(code, sig, oom, whole)
 
 
 def _log_tail_shows_allocation_failure(path: Path) -> bool:
@@ -159,13 +275,17 @@ def start(
     rate: float,
     log_path: Path,
     units_path: Path,
-    bubblewrap: bool,
+    status_path: Path,
+    user: RunUser,
     lease: Lease | None,
     cgroup_parent: Path | None,
     memory_limit: int | None,
     cgroup_name: str,
+    max_log_bytes: int,
+    max_file_bytes: int | None,
 ) -> Run:
-    """Start one run; a command that cannot be started becomes a run that exited 127."""
+    """Start one run; a run that cannot be started becomes one that exited 127 with
+    the reason in its log."""
     cgroup = None
     rlimit = None
     if memory_limit:
@@ -173,30 +293,35 @@ def start(
             cgroup = limits.create_cgroup(cgroup_parent, cgroup_name, memory_limit)
         else:
             rlimit = memory_limit
-    log = open(log_path, "ab")
+    log = LogSink(log_path, max_log_bytes)
+    read_end, write_end = os.pipe2(os.O_CLOEXEC)
+    os.set_blocking(read_end, False)
+    status_fd = None
+    argv = launch.argv
+    contained = launch.contained
+    if contained:
+        status_fd = os.open(status_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
+                            0o600)
+        argv = [argv[0], "--json-status-fd", str(status_fd), *argv[1:]]
+    preexec = child.make_preexec(user=user if contained else None, stage=launch.stage,
+                                 cgroup=cgroup, address_space=rlimit, file_size=max_file_bytes)
     try:
         try:
             proc = subprocess.Popen(
-                launch.argv,
-                env=launch.env,
-                cwd=launch.cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                preexec_fn=limits.make_preexec(cgroup, rlimit),
-            )
-        except OSError as exc:
-            log.write(f"nodus: cannot start {launch.argv[0]!r}: {exc.strerror or exc}\n".encode())
-            proc = subprocess.Popen(
-                ["sh", "-c", "exit 127"],
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+                argv, env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL,
+                stdout=write_end, stderr=write_end, start_new_session=True,
+                preexec_fn=preexec, pass_fds=(status_fd,) if status_fd is not None else ())
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.write(f"nodus: cannot start {argv[0]!r}: {exc}\n".encode())
+            if status_fd is not None:
+                os.close(status_fd)
+            status_fd, contained = None, False
+            proc = subprocess.Popen(["/bin/sh", "-c", "exit 127"], stdin=subprocess.DEVNULL,
+                                    stdout=write_end, stderr=write_end, start_new_session=True)
     finally:
-        log.close()
+        os.close(write_end)
+        if status_fd is not None:
+            os.close(status_fd)
     return Run(
         index=index,
         attempt=attempt,
@@ -204,9 +329,10 @@ def start(
         ticks=procs.start_ticks(proc.pid),
         started=time.time(),
         rate=rate,
-        log_path=log_path,
+        log=log,
+        pipe=read_end,
         units_path=units_path,
-        bubblewrap=bubblewrap,
+        namespace=Namespace(status_path) if contained else None,
         lease=lease,
         cgroup=cgroup,
         rlimited=rlimit is not None,

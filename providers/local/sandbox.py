@@ -1,14 +1,21 @@
-"""What one run executes: its argv (under bubblewrap when available), its environment
-and its working directory.
+"""What contains a run: bubblewrap's argv for one run, and the mounts a Job's runs share.
 
-With bubblewrap the run sees its own `/nodus/outputs`, `/nodus/state` (this index's
-checkpoint directory), `/nodus/inputs/<name>` (read-only), `/nodus/work` and
-`/nodus/source`, and the backend's root directory is hidden, so no run can read another
-Job's files. Without it the NODUS_* variables point at the run directory itself.
+A contained run starts in every namespace but the network's (`--unshare-all`, and
+`--share-net` unless the config says `network: none`), as its own session, dying with
+its supervisor. Its root is a fresh tmpfs holding only:
 
-The environment is built from scratch: a few harmless host variables (PATH, HOME,
-locale), then `spec.env`, then the platform's variables, so the reconciler's own
-credentials never reach a Job.
+- the runtime, read-only: /usr with the /bin, /lib* links (or directories) of the host,
+  the parts of /etc that programs need (no shadow, no sudoers, no host keys), the
+  Python the supervisors run (and the one each mapped image was made from);
+- a /proc and /dev of its own and a private /tmp (at most resources.memory);
+- its Job's /nodus/outputs, /nodus/work, /nodus/state (its index's only), the units
+  file directory, the source checkout, the `nodus` shim read-only, and read-only
+  /nodus/inputs/<name>.
+
+Nothing of the state directory, the config, the repository mirror or other runs is
+mounted, and the run's own PID namespace shows no process of the host. The program
+that builds this, bubblewrap, is always the absolute path resolved when the backend
+started, never looked up on a PATH a manifest could set.
 """
 
 from __future__ import annotations
@@ -16,140 +23,158 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from providers.local.rundir import RunDir
-from providers.local.spec import INPUTS_MOUNT, OUTPUTS_MOUNT, STATE_MOUNT, JobSpec, env_suffix
+from providers.local.child import staged_path
+from providers.local.runuser import RunUser
+from providers.local.spec import INPUTS_MOUNT, OUTPUTS_MOUNT, STATE_MOUNT
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
-HOST_ENV_KEYS = (
-    "PATH",
-    "HOME",
-    "LANG",
-    "LC_ALL",
-    "LC_CTYPE",
-    "TZ",
-    "TMPDIR",
-    "USER",
-    "LOGNAME",
-    "SHELL",
-    "TERM",
-)
+SHIM_MOUNT = "/nodus/.shim"
 WORK_MOUNT = "/nodus/work"
 SOURCE_MOUNT = "/nodus/source"
 UNITS_MOUNT = "/nodus/.units"
+RUN_TMP = "/tmp"
+RUN_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+# Top-level names that are the runtime on a Debian-like system: links into /usr, or
+# directories of their own on systems without a merged /usr.
+_TOP_LEVEL = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+# What programs read from /etc: users and groups by name (no shadow), name resolution,
+# TLS roots, time zones, the dynamic linker's cache, alternatives' links.
+ETC_ENTRIES = (
+    "passwd", "group", "hosts", "host.conf", "resolv.conf", "nsswitch.conf", "gai.conf",
+    "services", "protocols", "networks", "localtime", "timezone", "ld.so.cache",
+    "ld.so.conf", "ld.so.conf.d", "ssl", "ca-certificates", "ca-certificates.conf",
+    "pki", "alternatives", "mime.types", "os-release", "debian_version", "nvidia",
+)
+# Paths of the runtime and of the sandbox itself: never a mount point for Job files.
+_RESERVED = ("/usr", "/etc", "/proc", "/dev", *(f"/{name}" for name in _TOP_LEVEL))
+_NVIDIA_DEVICES = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
 
 
 @dataclass(frozen=True)
-class Launch:
-    argv: list[str]
-    env: dict[str, str]
-    cwd: str  # the directory the process (bwrap, or the command itself) starts in
+class Mount:
+    source: str  # the host path
+    dest: str  # where the run sees it
+    writable: bool = False
 
 
 @dataclass(frozen=True)
-class Placement:
-    """Where a Job's files are for its runs (fixed for the Job's life)."""
+class Sandbox:
+    """The resolved `sandbox` settings (settings.json)."""
 
-    bubblewrap: bool
-    root: Path
-    image_bin: str | None
-    has_source: bool
-    working_dir: str | None  # the command's working directory as the run sees it
+    type: str  # bubblewrap | none
+    bwrap: str | None  # the absolute path of bubblewrap, resolved once
+    network: str  # shared | none
+    user: RunUser
+    runtime: tuple[str, ...]  # Python installations bound read-only at their own path
+    problem: str | None  # why bubblewrap cannot contain runs here
+
+    @property
+    def contained(self) -> bool:
+        return self.type == "bubblewrap"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "bwrap": self.bwrap, "network": self.network,
+                "user": self.user.to_dict(), "runtime": list(self.runtime),
+                "problem": self.problem}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Sandbox:
+        return cls(data["type"], data["bwrap"], data["network"],
+                   RunUser.from_dict(data["user"]), tuple(data["runtime"]), data["problem"])
+
+    def describe(self) -> str:
+        """The Sandboxed condition's message."""
+        if not self.contained:
+            return ("sandbox: none: the command runs as the reconciler's own user and sees "
+                    "the whole machine")
+        net = "shared with the host" if self.network == "shared" else "none (loopback only)"
+        return (f"bubblewrap: runs as {self.user.describe()}, in namespaces of its own "
+                f"(network: {net}), seeing only the runtime and its own /nodus")
 
 
-def working_dir(
-    spec: JobSpec, run: RunDir, bubblewrap: bool, has_source: bool
-) -> tuple[str, str | None]:
-    """(the command's working directory as the run sees it, a note when workingDir was
-    mapped). With source.git the checkout is the working directory."""
-    if has_source:
-        cwd = SOURCE_MOUNT if bubblewrap else str(run.source)
-        note = (
-            f"workingDir {spec.working_dir} is served from the source checkout {cwd}"
-            if spec.working_dir and spec.working_dir != cwd
-            else None
-        )
-        return cwd, note
-    if spec.working_dir:
-        if bubblewrap and spec.working_dir.startswith("/nodus/"):
-            return spec.working_dir, None
-        if os.path.isdir(spec.working_dir):
-            return spec.working_dir, None
-        cwd = WORK_MOUNT if bubblewrap else str(run.work)
-        return cwd, f"workingDir {spec.working_dir} does not exist on this machine; using {cwd}"
-    return (WORK_MOUNT if bubblewrap else str(run.work)), None
+def runtime_args() -> list[str]:
+    """bubblewrap arguments for the host's runtime, read-only."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for name in _TOP_LEVEL:
+        path = f"/{name}"
+        if os.path.islink(path):
+            args += ["--symlink", os.readlink(path), path]
+        elif os.path.isdir(path):
+            args += ["--ro-bind", path, path]
+    for name in ETC_ENTRIES:
+        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+    return args
 
 
-def build(
-    spec: JobSpec,
-    run: RunDir,
-    place: Placement,
-    index: int,
-    attempt: int,
-    visible_devices: str,
-    host_env: dict[str, str] | None = None,
-) -> Launch:
-    host_env = os.environ if host_env is None else host_env
-    env = {k: host_env[k] for k in HOST_ENV_KEYS if k in host_env}
-    env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    env["PYTHONUNBUFFERED"] = "1"
-    if place.image_bin:
-        env["PATH"] = f"{place.image_bin}{os.pathsep}{env['PATH']}"
-        env["VIRTUAL_ENV"] = str(Path(place.image_bin).parent)
-    env.update(dict(spec.env))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(SHIM_DIR)) if p)
+def in_runtime(path: str) -> bool:
+    """True for / and paths of the runtime and of /proc, /dev (no Job files there)."""
+    return path == "/" or any(path == r or path.startswith(r + "/") for r in _RESERVED)
 
-    bw = place.bubblewrap
-    state = run.state_for(index)
-    env.update(
-        {
-            "NODUS_JOB": spec.name,
-            "NODUS_INDEX": str(index),
-            "JOB_COMPLETION_INDEX": str(index),
-            "NODUS_COMPLETIONS": str(spec.completions),
-            "NODUS_OUTPUTS_DIR": OUTPUTS_MOUNT if bw else str(run.outputs),
-            "NODUS_CHECKPOINT_DIR": STATE_MOUNT if bw else str(state),
-            "NODUS_UNITS_FILE": f"{UNITS_MOUNT}/{index}-{attempt}.jsonl"
-            if bw
-            else str(run.units_for(index, attempt)),
-            "CUDA_VISIBLE_DEVICES": visible_devices,
-        }
-    )
-    for inp in spec.inputs:
-        env[f"NODUS_INPUT_{env_suffix(inp.name)}"] = (
-            f"{INPUTS_MOUNT}/{inp.name}" if bw else str(inp.path)
-        )
-    cwd = place.working_dir or str(run.work)
-    if not bw:
-        return Launch(list(spec.command), env, cwd)
 
-    argv = ["bwrap", "--dev-bind", "/", "/", "--die-with-parent"]
-    root = place.root.resolve()
-    if (
-        root != Path("/")
-        and not SHIM_DIR.is_relative_to(root)
-        and not (place.image_bin and Path(place.image_bin).resolve().is_relative_to(root))
-    ):
-        argv += ["--tmpfs", str(root)]  # hide every run directory, this one included
-    argv += [
-        "--tmpfs",
-        "/nodus",
-        "--bind",
-        str(run.outputs),
-        OUTPUTS_MOUNT,
-        "--bind",
-        str(state),
-        STATE_MOUNT,
-        "--bind",
-        str(run.work),
-        WORK_MOUNT,
-        "--bind",
-        str(run.units),
-        UNITS_MOUNT,
-    ]
-    if place.has_source:
-        argv += ["--bind", str(run.source), SOURCE_MOUNT]
-    for inp in spec.inputs:
-        argv += ["--ro-bind", str(inp.path), f"{INPUTS_MOUNT}/{inp.name}"]
-    argv += ["--chdir", cwd, "--", *spec.command]
-    return Launch(argv, env, str(run.work))
+def covered(path: str, mounts: list[Mount] | tuple[Mount, ...]) -> bool:
+    return any(path == m.dest or path.startswith(m.dest.rstrip("/") + "/") for m in mounts)
+
+
+def gpu_devices(indexes: list[int]) -> list[str]:
+    """The device files of real GPUs (by index) with the driver's shared ones."""
+    if not indexes:
+        return []
+    return [f"/dev/{name}" for name in _NVIDIA_DEVICES] + [f"/dev/nvidia{i}" for i in indexes]
+
+
+def bwrap_argv(
+    sandbox: Sandbox,
+    mounts: list[Mount],
+    *,
+    cwd: str,
+    tmp_bytes: int,
+    devices: list[str] = (),  # type: ignore[assignment]
+    share_net: bool | None = None,
+) -> tuple[list[str], list[str]]:
+    """(bubblewrap's argv up to its `--`, the host paths the child stages for it).
+
+    Sources are staged when the child drops from root to the run user (they may lie
+    where that user cannot go); the argv then names their staged paths."""
+    assert sandbox.bwrap is not None
+    net = sandbox.network == "shared" if share_net is None else share_net
+    argv = [sandbox.bwrap, "--unshare-all", *(["--share-net"] if net else []),
+            "--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev",
+            "--size", str(max(tmp_bytes, 1 << 20)), "--tmpfs", RUN_TMP, *runtime_args()]
+    stage: list[str] = []
+
+    def source(path: str) -> str:
+        if not sandbox.user.switch:
+            return path
+        stage.append(path)
+        return staged_path(len(stage) - 1)
+
+    for root in sandbox.runtime:
+        argv += ["--ro-bind", source(root), root]
+    for m in mounts:
+        argv += ["--bind" if m.writable else "--ro-bind", source(m.source), m.dest]
+    for dev in devices:
+        argv += ["--dev-bind-try", dev, dev]
+    argv += ["--chdir", cwd]
+    return argv, stage
+
+
+def job_mounts(run_outputs: Path, run_work: Path, run_units: Path, inputs: list[tuple[str, str]],
+               source: tuple[Path, str] | None, extra_roots: list[str]) -> list[Mount]:
+    """The mounts every run of a Job shares (its index's state is added per run)."""
+    mounts = [Mount(str(SHIM_DIR), SHIM_MOUNT),
+              *(Mount(root, root) for root in extra_roots),
+              Mount(str(run_outputs), OUTPUTS_MOUNT, True),
+              Mount(str(run_work), WORK_MOUNT, True),
+              Mount(str(run_units), UNITS_MOUNT, True)]
+    if source is not None:
+        mounts.append(Mount(str(source[0]), source[1], True))
+    for name, path in inputs:
+        mounts.append(Mount(path, f"{INPUTS_MOUNT}/{name}"))
+    return mounts
+
+
+def state_mount(state_dir: Path) -> Mount:
+    return Mount(str(state_dir), STATE_MOUNT, True)

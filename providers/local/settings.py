@@ -1,43 +1,92 @@
 """`LocalConfig` resolved against this machine into the settings.json every run
-directory carries: whether bubblewrap works, the GPU slots (detected and declared),
-the cgroup v1 memory group for runs, and the timings. A supervisor reads only this, so
-a Job keeps the settings it started with even if the reconciler's config changes."""
+directory carries: what contains the runs (bubblewrap's absolute path and whether it
+works here, the run user, the network, the Python runtime to bind), the helpers by
+absolute path, the GPU slots (detected and declared), the cgroup v1 memory group for
+runs, the limits and the timings. A supervisor reads only this, so a Job keeps the
+settings it started with even if the reconciler's config changes.
+
+Helpers (bwrap, git, nvidia-smi) are looked up once, here, on the reconciler's own
+PATH; nothing a manifest sets can change which program runs.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
 
-from providers.local import gpus, limits
+from providers.local import child, gpus, limits, runuser, sandbox
 from providers.local.config import LocalConfig
+from providers.local.runtime import python_roots
+from providers.local.runuser import RunUser
+
+log = logging.getLogger("nodus_gitops.local")
+HELPERS = ("bwrap", "git", "nvidia-smi")
 
 
-def bubblewrap_works() -> bool:
-    """`bwrap` exists and can set up a mount namespace here."""
-    exe = shutil.which("bwrap")
-    if not exe:
-        return False
+def find_helper(name: str) -> str | None:
+    """`name`'s absolute path on the reconciler's own PATH, or None."""
+    found = shutil.which(name)
+    return os.path.abspath(found) if found else None
+
+
+def probe(bwrap: str | None, user: RunUser, network: str) -> str | None:
+    """Why bubblewrap cannot contain a run here (None when it can): the same drop,
+    staging and namespaces as a real run, running `true`."""
+    if bwrap is None:
+        return "bubblewrap (bwrap) is not installed on the reconciler's PATH"
+    sb = sandbox.Sandbox("bubblewrap", bwrap, network, user, (), None)
+    argv, stage = sandbox.bwrap_argv(
+        sb, [sandbox.Mount(str(sandbox.SHIM_DIR), sandbox.SHIM_MOUNT)], cwd="/", tmp_bytes=1 << 20)
+    preexec = child.make_preexec(user=user, stage=stage)
     try:
-        done = subprocess.run([exe, "--dev-bind", "/", "/", "--", "true"], capture_output=True,
-                              timeout=10)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
+        done = subprocess.run([*argv, "--", "true"], env={"PATH": "/usr/bin:/bin"}, cwd="/",
+                              capture_output=True, timeout=30, preexec_fn=preexec)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"bubblewrap ({bwrap}) could not start: {exc}"
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip().splitlines() or ["no message"]
+        return f"bubblewrap ({bwrap}) cannot create the run's namespaces here: {said[-1]}"
+    return None
+
+
+def resolve_sandbox(config: LocalConfig, helpers: dict[str, str | None]) -> sandbox.Sandbox:
+    if config.sandbox == "none":
+        log.warning("local backend: sandbox: none: Jobs run as this process's user and see "
+                    "the whole machine")
+        me = RunUser(os.geteuid(), os.getegid(), False, "the reconciler's own user: sandbox: none")
+        return sandbox.Sandbox("none", None, config.network, me, (), None)
+    user = runuser.resolve(config.run_as_user, config.run_as_group)
+    bwrap = helpers["bwrap"]
+    problem = probe(bwrap, user, config.network)
+    if problem:
+        log.error("local backend: %s; Jobs will fail with SandboxUnavailable", problem)
+    return sandbox.Sandbox("bubblewrap", bwrap, config.network, user,
+                           tuple(python_roots(config.python)), problem)
 
 
 def resolve(config: LocalConfig, root: Path) -> dict[str, Any]:
-    bw = bubblewrap_works() if config.use_bubblewrap is None else config.use_bubblewrap
-    slots = gpus.all_slots(config.gpu_slots, gpus.detect() if config.detect_gpus else [])
+    helpers = {name: find_helper(name) for name in HELPERS}
+    sb = resolve_sandbox(config, helpers)
+    detected = gpus.detect(helpers["nvidia-smi"]) if config.detect_gpus else []
+    slots = gpus.all_slots(config.gpu_slots, detected)
     parent = limits.cgroup_parent() if config.use_cgroups is not False else None
     if config.use_cgroups and parent is None:
         raise ValueError("use_cgroups is set but the cgroup v1 memory controller is not writable")
     return {
         "root": str(root),
-        "bubblewrap": bw,
+        "sandbox": sb.to_dict(),
+        "helpers": helpers,
         "images": dict(config.images),
         "strictImages": config.strict_images,
+        "passEnv": list(config.pass_env),
+        "maxLogBytes": config.max_log_bytes,
+        "maxOutputBytes": config.max_output_bytes,
+        "minFreeBytes": config.min_free_bytes,
+        "gitCaBundle": config.git_ca_bundle,
         "rates": config.to_dict()["rates"],
         "slots": [s.to_dict() for s in slots],
         "locksDir": str(root / ".gpus"),

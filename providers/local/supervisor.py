@@ -6,8 +6,9 @@ It owns the Job's processes and is the only writer of its status: it takes an
 exclusive lock on supervisor.lock (a second supervisor for the same run directory
 exits at once), records its pid and start time, and runs the Job's `JobDriver` until
 the Job is finished, waking on SIGCHLD (a run ended), SIGUSR1 (the provider changed
-control.json) or every poll interval. SIGTERM means the capacity is going away: it
-kills the runs and leaves the status for the provider to recover.
+control.json), output from a run (pumped into its capped log) or every poll interval.
+SIGTERM means the capacity is going away: it kills the runs and leaves the status for
+the provider to recover.
 """
 
 from __future__ import annotations
@@ -70,7 +71,11 @@ def main(argv: list[str]) -> int:
         sup.tick(now)
         if is_terminal(sup.phase):
             return 0
-        select.select([wake_r], [], [], sup.next_wait(time.time()))
+        pipes = sup.log_pipes()
+        ready, _, _ = select.select([wake_r, *pipes], [], [], sup.next_wait(time.time()))
+        for fd in ready:
+            if fd in pipes:
+                pipes[fd].pump()
         try:
             while os.read(wake_r, 4096):
                 pass

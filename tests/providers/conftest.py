@@ -99,15 +99,20 @@ class Local:
                 procs.kill_recorded(rec.get("pid"), rec.get("ticks"))
 
 
+def local_config(**changes: Any) -> LocalConfig:
+    """The tests' settings: short grace and poll, no GPU detection, and no pre-started
+    supervisors by default (they cost CPU the suite needs)."""
+    config = LocalConfig(suspend_grace_seconds=2.0, detect_gpus=False, poll_seconds=0.05,
+                         prestart_supervisor=False)
+    return replace(config, **changes)
+
+
 @pytest.fixture
 def local_factory(tmp_path: Path) -> Iterator[Callable[..., Local]]:
     made: list[Local] = []
 
     def make(**changes: Any) -> Local:
-        # no pre-started supervisors by default: they cost CPU the suite needs
-        config = LocalConfig(suspend_grace_seconds=2.0, detect_gpus=False, poll_seconds=0.05,
-                             prestart_supervisor=False)
-        h = Local(tmp_path / f"root{len(made)}", replace(config, **changes))
+        h = Local(tmp_path / f"root{len(made)}", local_config(**changes))
         made.append(h)
         return h
 

@@ -30,7 +30,7 @@ SANDBOXES = [False, pytest.param(True, marks=pytest.mark.skipif(
 
 @pytest.mark.parametrize("bubblewrap", SANDBOXES)
 def test_hello_job_succeeds_with_its_output_hashed(local_factory, tmp_path, bubblewrap):
-    local = local_factory(use_bubblewrap=bubblewrap)
+    local = local_factory(sandbox="bubblewrap" if bubblewrap else "none")
     k = local.create(
         "hello", HELLO, outputs=[{"name": "report", "path": "/nodus/outputs/report.json"}]
     )
@@ -66,7 +66,7 @@ def test_copy_output_refuses_a_stored_output_that_changed(local, tmp_path):
 
 @pytest.mark.parametrize("bubblewrap", SANDBOXES)
 def test_indexed_job_runs_every_index_two_at_a_time(local_factory, bubblewrap):
-    local = local_factory(use_bubblewrap=bubblewrap)
+    local = local_factory(sandbox="bubblewrap" if bubblewrap else "none")
     code = """
 import os, time, json
 i = int(os.environ["NODUS_INDEX"])
@@ -169,7 +169,7 @@ os.symlink({str(secret)!r}, os.path.join(d, "leak.txt"))
 
 @pytest.mark.parametrize("bubblewrap", SANDBOXES)
 def test_run_environment(local_factory, tmp_path, bubblewrap):
-    local = local_factory(use_bubblewrap=bubblewrap)
+    local = local_factory(sandbox="bubblewrap" if bubblewrap else "none")
     data = tmp_path / "data"
     data.mkdir()
     (data / "x.txt").write_text("input!")

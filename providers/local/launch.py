@@ -1,0 +1,99 @@
+"""What one run executes: its argv (under bubblewrap when contained), its environment,
+its working directory and the host paths its child stages.
+
+The environment is built from scratch, never copied from the reconciler's: a fixed
+PATH, HOME and TMPDIR inside the sandbox (a few harmless host variables such as PATH
+and the locale without one), the image's bin directory, the variables the config passes
+through by name (`passEnv`), the manifest's `env`, then the platform's variables. A
+manifest's PATH only chooses among the programs inside the run: bubblewrap itself is
+started by absolute path.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from providers.local import sandbox
+from providers.local.placement import Placement
+from providers.local.rundir import RunDir
+from providers.local.spec import INPUTS_MOUNT, OUTPUTS_MOUNT, STATE_MOUNT, JobSpec, env_suffix
+
+HOST_ENV_KEYS = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER",
+                 "LOGNAME", "SHELL", "TERM")
+LOCALE_KEYS = ("LANG", "LC_ALL", "LC_CTYPE", "TZ")
+
+
+@dataclass(frozen=True)
+class Launch:
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str  # where the first program starts (bwrap starts in / and chdirs itself)
+    stage: tuple[str, ...] = ()  # host paths the child binds for an unprivileged bwrap
+    contained: bool = False
+
+
+def environment(
+    spec: JobSpec,
+    run: RunDir,
+    place: Placement,
+    index: int,
+    attempt: int,
+    visible_devices: str,
+    host_env: dict[str, str],
+    pass_env: tuple[str, ...] = (),
+) -> dict[str, str]:
+    inside = place.sandbox.contained
+    if inside:
+        env = {k: host_env[k] for k in LOCALE_KEYS if k in host_env}
+        env.update(PATH=sandbox.RUN_PATH, HOME=sandbox.RUN_TMP, TMPDIR=sandbox.RUN_TMP)
+    else:
+        env = {k: host_env[k] for k in HOST_ENV_KEYS if k in host_env}
+        env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+    env["PYTHONUNBUFFERED"] = "1"
+    if place.image_bin:
+        env["PATH"] = f"{place.image_bin}{os.pathsep}{env['PATH']}"
+        env["VIRTUAL_ENV"] = str(Path(place.image_bin).parent)
+    env.update({name: host_env[name] for name in pass_env if name in host_env})
+    env.update(dict(spec.env))
+    shim = sandbox.SHIM_MOUNT if inside else str(sandbox.SHIM_DIR)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), shim) if p)
+    env.update({
+        "NODUS_JOB": spec.name,
+        "NODUS_INDEX": str(index),
+        "JOB_COMPLETION_INDEX": str(index),
+        "NODUS_COMPLETIONS": str(spec.completions),
+        "NODUS_OUTPUTS_DIR": OUTPUTS_MOUNT if inside else str(run.outputs),
+        "NODUS_CHECKPOINT_DIR": STATE_MOUNT if inside else str(run.state_for(index)),
+        "NODUS_UNITS_FILE": f"{sandbox.UNITS_MOUNT}/{index}-{attempt}.jsonl" if inside
+        else str(run.units_for(index, attempt)),
+        "CUDA_VISIBLE_DEVICES": visible_devices,
+    })
+    for inp in spec.inputs:
+        env[f"NODUS_INPUT_{env_suffix(inp.name)}"] = (
+            f"{INPUTS_MOUNT}/{inp.name}" if inside else str(inp.path))
+    return env
+
+
+def build(
+    spec: JobSpec,
+    run: RunDir,
+    place: Placement,
+    index: int,
+    attempt: int,
+    visible_devices: str,
+    *,
+    gpu_indexes: list[int] = (),  # type: ignore[assignment]
+    host_env: dict[str, str] | None = None,
+    pass_env: tuple[str, ...] = (),
+) -> Launch:
+    env = environment(spec, run, place, index, attempt, visible_devices,
+                      dict(os.environ) if host_env is None else host_env, pass_env)
+    if not place.sandbox.contained:
+        return Launch(list(spec.command), env, place.working_dir)
+    mounts = [*place.mounts, sandbox.state_mount(run.state_for(index))]
+    argv, stage = sandbox.bwrap_argv(place.sandbox, mounts, cwd=place.working_dir,
+                                     tmp_bytes=spec.memory,
+                                     devices=sandbox.gpu_devices(list(gpu_indexes)))
+    return Launch([*argv, "--", *spec.command], env, "/", tuple(stage), True)
