@@ -11,10 +11,11 @@ command -v bwrap >/dev/null || need_apt+=(bubblewrap)
 python3 -c "import venv, ensurepip" 2>/dev/null || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq && apt-get install -y -qq "${need_apt[@]}" >/dev/null
+    bash scripts/apt-get.sh update -qq
+    bash scripts/apt-get.sh install -y -qq "${need_apt[@]}" >/dev/null
   else
-    echo "please install: ${need_apt[*]} (bubblewrap is optional: it isolates each run)" >&2
+    echo "please install: ${need_apt[*]} (bubblewrap contains every Job; without it Jobs" \
+      "fail with SandboxUnavailable unless the config says sandbox: none)" >&2
   fi
 fi
 

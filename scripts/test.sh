@@ -4,14 +4,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# bubblewrap contains the local backend's runs; openssl makes the tests' HTTPS Git
+# server's certificate; setpriv (util-linux) starts a reconciler as an ordinary user.
 need_apt=()
 command -v git >/dev/null || need_apt+=(git)
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)
+command -v openssl >/dev/null || need_apt+=(openssl)
+command -v setpriv >/dev/null || need_apt+=(util-linux)
 command -v chromium >/dev/null || need_apt+=(chromium)
 if [ ${#need_apt[@]} -gt 0 ]; then
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq
-  apt-get install -y -qq "${need_apt[@]}" >/dev/null
+  bash scripts/apt-get.sh update -qq
+  bash scripts/apt-get.sh install -y -qq "${need_apt[@]}" >/dev/null
 fi
 
 # PostgreSQL 15 on 127.0.0.1:5432 (trust auth); start Debian's cluster when it is down.
