@@ -51,7 +51,6 @@ class JobDriver:
         self.sandbox = Sandbox.from_dict(self.settings["sandbox"])
         self.max_output = int(self.settings["maxOutputBytes"])
         self.meter = diskuse.Meter([run.outputs, run.state, run.work, run.units, run.source])
-        self.disk_wait_noted = False
         self.desired = self.spec.state
         self.timeout = self.spec.timeout
         self.max_cost = self.spec.max_cost

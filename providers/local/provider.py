@@ -42,6 +42,7 @@ from reconciler.identity import (
 )
 from reconciler.phases import Phase, is_terminal
 
+SUPERVISOR_EXIT_SECONDS = 5.0
 # spec fields a created Job can change in place; anything else needs a new Job.
 PATCHABLE = frozenset(
     {
@@ -126,6 +127,16 @@ class LocalProvider:
             if child.poll() is not None:
                 del self._children[path]
         self._retired = [p for p in self._retired if p.poll() is None]
+
+    def _reap_finished(self, run: RunDir) -> None:
+        """A finished Job's supervisor exits right after its last write: wait for it, so
+        that it is not left a zombie once nothing asks about the Job any more."""
+        child = self._children.pop(str(run.path), None)
+        if child is not None:
+            try:
+                child.wait(timeout=SUPERVISOR_EXIT_SECONDS)
+            except subprocess.TimeoutExpired:
+                self._children[str(run.path)] = child  # reaped by a later call
 
     def _spawn(self, run: RunDir) -> None:
         """Start the run's supervisor: hand it to the pre-started spare when there is one,
@@ -305,6 +316,7 @@ class LocalProvider:
             return None
         st = read_json(run.status)
         if st is not None and is_terminal(st["phase"]):
+            self._reap_finished(run)
             return None if self._expire(run, key, st) else self._observe(run, key, st)
         if self._alive(run):
             return self._observe(run, key, st)

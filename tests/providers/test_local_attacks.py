@@ -282,10 +282,10 @@ def test_sixty_jobs_leave_no_zombie_supervisor(local_factory):
             return None
         return fields[0], int(fields[1])
 
-    deadline = time.monotonic() + 30  # each supervisor exits after its Job's last write
+    deadline = time.monotonic() + 30  # let any supervisor still running exit
     while any((s := state(pid)) is not None and s[0] != "Z" for pid in supervisors):
         assert time.monotonic() < deadline
         time.sleep(0.05)
-    local.provider.list_owned("team-a", "test")  # what the reconciler does every pass
+    # No further call: the reconciler stops asking about a Job once it has finished.
     zombies = [pid for pid in supervisors if (s := state(pid)) and s == ("Z", os.getpid())]
     assert zombies == []
