@@ -241,7 +241,7 @@ def heartbeat_stops(path: Path, timeout: float = 15.0) -> bool:
 
 ENDINGS = {  # how the Job ends: (command mode, spec, what to do, phase, reason)
     "cancel": ("wait", {}, {"state": "Cancelled"}, "Cancelled", None),
-    "timeout": ("wait", {"timeout": "3s"}, None, "Failed", "DeadlineExceeded"),
+    "timeout": ("wait", {"timeout": "6s"}, None, "Failed", "DeadlineExceeded"),
     "suspend": ("wait", {}, {"state": "Suspended"}, "Suspended", None),
     "finish": ("exit", {}, None, "Succeeded", None),
     "oom": ("oom", {"resources": {"memory": "64Mi"}}, None, "Failed", "OOMKilled"),
@@ -262,6 +262,7 @@ def test_a_double_forking_job_dies_whole(local, how):
         local.patch(k, **patch)
     done = local.wait(k, lambda o: o.phase == phase or is_terminal(o.phase))
     assert (done.phase, done.reason) == (phase, reason), done
+    assert beat.exists()  # the grandchild was there before the end
     assert processes_with(token) == []  # none was left when the phase was recorded
     assert heartbeat_stops(beat)
     assert read_json(local.run(k).status)["runs"] == {}
