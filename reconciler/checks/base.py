@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from json import dumps as json_dumps
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
@@ -36,6 +37,7 @@ log = logging.getLogger("nodus_gitops.checks")
 _SCP_LIKE = re.compile(r"^(?:[^@/]+@)?([^:/]+):(.+)$")  # git@host:owner/repo.git
 _WRITES = frozenset({"POST", "PATCH", "PUT", "DELETE"})
 MAX_PAGES = 100  # of one list (100 items a page): a pull request's comments, open PRs
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 @runtime_checkable
@@ -103,6 +105,12 @@ def split_repo_url(url: str) -> tuple[str, str]:
     if not host or path.count("/") < 1:
         raise ValueError(f"cannot tell the host and repository from {redact(url)!r}")
     return f"{scheme}://{host}", path
+
+
+def without_lone_surrogates(text: str) -> str:
+    """`text` with U+FFFD for each lone surrogate: how a file name that is not UTF-8 comes
+    from Git (its bytes, escaped), which UTF-8, and so no host, can carry."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
 
 
 def truncate(text: str, limit: int) -> str:
@@ -216,8 +224,10 @@ class ApiClient:
             self._wait_turn(method, where)
             token = self.token.get()
             try:
-                response = self._client.request(method, url, json=json, params=params,
-                                                headers=dict(self.auth(token)))
+                response = self._client.request(
+                    method, url, content=None if json is None else _json_body(json),
+                    params=params, headers={**self.auth(token), **(
+                        {"Content-Type": "application/json"} if json is not None else {})})
             except httpx.TransportError as exc:
                 delay = self._backoff.next_delay(attempt)
                 self._again_or_raise(attempt, delay, f"{where}: {type(exc).__name__}")
@@ -294,6 +304,12 @@ class ApiClient:
             message += f"; the token may lack permission{wanted}: check {self.token.setting}"
         kind = NotFoundError if status == 404 else PermanentError
         return kind(_scrub(message, token))
+
+
+def _json_body(value: Any) -> bytes:
+    """The JSON httpx would send, with a lone surrogate as U+FFFD instead of an error."""
+    text = json_dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return without_lone_surrogates(text).encode()
 
 
 def _decode(response: httpx.Response) -> Any:

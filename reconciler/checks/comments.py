@@ -67,8 +67,10 @@ class _Thread(ABC):
         self._shown: dict[tuple[int, str], tuple[int, str]] = {}  # -> (comment id, body)
 
     def link(self, commit: str) -> Callable[[str, int], str]:
-        return lambda path, line: self.blob.format(web=self._web, repo=self._repo,
-                                                   commit=commit, path=quote(path), line=line)
+        # A name that is not UTF-8 holds its bytes as lone surrogates: linked as those bytes.
+        return lambda path, line: self.blob.format(
+            web=self._web, repo=self._repo, commit=commit,
+            path=quote(path, errors="surrogateescape"), line=line)
 
     def upsert(self, number: int, marker: str, body: str) -> None:
         key = (number, marker)

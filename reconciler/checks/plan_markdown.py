@@ -9,8 +9,11 @@ within the target's size limit: what does not fit is left out whole, item by ite
 that order, and a last line says what was left out. Lengths are counted in UTF-16 code
 units, never fewer than the hosts' own count of characters.
 
-Manifest values reach the text only HTML-escaped or inside a code fence longer than any
-run of backticks in them, so a manifest cannot close a block or forge a marker.
+Manifest values reach the text only inside a code span or a code fence longer than any
+run of backticks in them, or HTML-escaped on one line with every `@name` and bare link
+broken by a zero-width space: a manifest cannot close a block, forge a marker, start a
+heading, ping someone or plant a link in a comment the reconciler signs. A file name that
+is not UTF-8 (its bytes come as lone surrogates) is shown with U+FFFD in their place.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from reconciler.checks.base import without_lone_surrogates
 from reconciler.checks.review import PlanReview
 from reconciler.plan import Action, ActionType, Change, Plan
 from reconciler.validation import Problem
@@ -33,6 +37,9 @@ FOLD_ROWS = 20  # a longer table is folded
 LONG_STRING = 80  # characters; a longer (or multi-line) string is shown as a line diff
 SUMMARY_FIELDS = 4  # changed fields named in a diff's one-line summary
 FOOTER_ROOM = 400  # kept free for the last lines
+_BREAK = "&#8203;"  # a zero-width space: the text reads the same, a host no longer acts on it
+_MENTION = re.compile(r"@(?=[A-Za-z0-9])")  # @user, @org/team, user@host
+_AUTOLINK = re.compile(r"(?i)(?<![a-z])(https?|ftp)(?=://)|\b(www)(?=\.)")
 
 
 @dataclass(frozen=True)
@@ -47,7 +54,7 @@ class Target:
 
 def size(text: str) -> int:
     """Characters as UTF-16 code units: what JavaScript counts, never less than Ruby."""
-    return len(text.encode("utf-16-le")) // 2
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def counts(plan: Plan) -> str:
@@ -109,7 +116,8 @@ def render(review: PlanReview, target: Target, *, marker: str = "") -> str:
     if footer:
         tail.append(footer)
     text = "\n".join([*head, *body, *tail]).rstrip() + "\n"
-    return text if size(text) <= target.limit else _cut(text, target.limit)
+    text = text if size(text) <= target.limit else _cut(text, target.limit)
+    return without_lone_surrogates(text)  # one unit for one: the size holds
 
 
 # -- the parts ----------------------------------------------------------------------------
@@ -161,7 +169,7 @@ def _money(review: PlanReview) -> list[str]:
 def _blocked(review: PlanReview, target: Target) -> list[str]:
     if review.plan is None:
         return []
-    return [f"- `{a.key.short}` ({_file(a.file, 1, target)}): {_inline(a.reason)}"
+    return [f"- {_code(a.key.short)} ({_file(a.file, 1, target)}): {_inline(a.reason)}"
             for a in review.plan.blocked]
 
 
@@ -170,13 +178,13 @@ def _notes(review: PlanReview) -> list[str]:
     a drift is reported, a moved file is recorded."""
     if review.plan is None:
         return []
-    return [f"- `{a.key.short}` {a.action.value}: {_inline(a.reason)}"
+    return [f"- {_code(a.key.short)} {a.action.value}: {_inline(a.reason)}"
             for a in review.plan.actions if a.reason and a.action is not ActionType.BLOCKED]
 
 
 def _problem(p: Problem, target: Target) -> str:
     where = _file(p.file, max(p.line, 1), target, label=f"{p.file}:{p.line}")
-    what = f"`{p.kind}/{p.name}`: {_inline(p.path)}: " if p.path else ""
+    what = f"{_code(f'{p.kind}/{p.name}')}: {_inline(p.path)}: " if p.path else ""
     return f"- {where} {what}{_inline(p.message)}"
 
 
@@ -217,7 +225,7 @@ def _diff(action: Action) -> str:
     body = "\n".join(lines)
     fence = _fence(body)
     return (f"<details><summary><code>{html.escape(action.key.short)}</code> "
-            f"{action.action.value}: {html.escape(named)}</summary>\n\n{fence}diff\n{body}\n"
+            f"{action.action.value}: {_html(named)}</summary>\n\n{fence}diff\n{body}\n"
             f"{fence}\n\n</details>")
 
 
@@ -284,9 +292,16 @@ def _code(text: str) -> str:
 
 
 def _inline(text: str) -> str:
-    """Text for a table cell or a list item: no HTML, no table break, one line."""
-    escaped = html.escape(str(text), quote=False).replace("|", "\\|")
-    return re.sub(r"[\r\n]+", " ", escaped).replace("[", "\\[").replace("]", "\\]")
+    """Text for a table cell or a list item: no HTML, no table break, no link, one line,
+    and no backtick that could pair with one of a code span further on."""
+    return re.sub(r"([\\|\[\]`])", r"\\\1", _html(str(text)))
+
+
+def _html(text: str) -> str:
+    """Text inside an HTML element or Markdown prose: escaped, on one line (a blank line
+    would end an HTML block), with no mention and no bare link a host would act on."""
+    one_line = re.sub(r"[\r\n]+", " ", html.escape(text, quote=False))
+    return _AUTOLINK.sub(lambda m: m.group(0) + _BREAK, _MENTION.sub("@" + _BREAK, one_line))
 
 
 def _usd(value: Decimal) -> str:
