@@ -191,11 +191,16 @@ class ApiClient:
         self._client.close()
 
     def request(self, method: str, path: str, *, json: Any = None,
-                params: Mapping[str, str] | None = None, needs: str = "") -> Any:
+                params: Mapping[str, str] | None = None, needs: str = "",
+                written: Callable[[], Any] | None = None) -> Any:
         """`needs` names the permission the request takes (`checks: write`), for the
-        message of a 403 whose response does not say it."""
-        return _decode(self._exchange(method.upper(), path, self.base_url + path, json,
-                                      params, needs))
+        message of a 403 whose response does not say it. `written`, for a write that must
+        not happen twice (a new comment): after an answer that leaves unsure whether the
+        host did it (a 5xx, a broken connection), it is asked before the request is sent
+        again, and what it finds (not None) is the answer."""
+        answer = self._exchange(method.upper(), path, self.base_url + path, json, params,
+                                needs, written)
+        return answer.found if isinstance(answer, _Written) else _decode(answer)
 
     def pages(self, path: str, *, params: Mapping[str, str] | None = None,
               needs: str = "") -> Iterator[Any]:
@@ -203,7 +208,8 @@ class ApiClient:
         page on another address is refused: the token goes to this API only."""
         url, query = self.base_url + path, params
         for _ in range(MAX_PAGES):
-            response = self._exchange("GET", path, url, None, query, needs)
+            response = self._exchange("GET", path, url, None, query, needs, None)
+            assert isinstance(response, httpx.Response)  # nothing to find without `written`
             yield _decode(response)
             following = response.links.get("next", {}).get("url")
             if not following:
@@ -215,7 +221,8 @@ class ApiClient:
         raise PermanentError(f"GET {self.host}{path}: more than {MAX_PAGES} pages")
 
     def _exchange(self, method: str, path: str, url: str, json: Any,
-                  params: Mapping[str, str] | None, needs: str) -> httpx.Response:
+                  params: Mapping[str, str] | None, needs: str,
+                  written: Callable[[], Any] | None) -> httpx.Response | _Written:
         where = f"{method} {self.host}{path}"
         renewed = False
         attempt = 0
@@ -231,6 +238,8 @@ class ApiClient:
             except httpx.TransportError as exc:
                 delay = self._backoff.next_delay(attempt)
                 self._again_or_raise(attempt, delay, f"{where}: {type(exc).__name__}")
+                if written is not None and (found := written()) is not None:
+                    return _Written(found)
                 continue
             self._note_exhaustion(response)
             if response.is_success:
@@ -245,6 +254,9 @@ class ApiClient:
                 raise self._permanent(response, where, token, needs)
             self._again_or_raise(attempt, delay, _scrub(
                 f"{where} answered {response.status_code}: {_api_message(response)}", token))
+            if written is not None and response.status_code >= 500 and (
+                    found := written()) is not None:
+                return _Written(found)
 
     # -- pacing -------------------------------------------------------------------------
 
@@ -304,6 +316,13 @@ class ApiClient:
             message += f"; the token may lack permission{wanted}: check {self.token.setting}"
         kind = NotFoundError if status == 404 else PermanentError
         return kind(_scrub(message, token))
+
+
+@dataclass(frozen=True)
+class _Written:
+    """What `written` found after an answer that left unsure whether a write was done."""
+
+    found: Any
 
 
 def _json_body(value: Any) -> bytes:

@@ -2,8 +2,11 @@
 
 The comment opens with a hidden marker, `<!-- nodus-gitops:plan:<instance>:<binding> -->`,
 by which it is found again: the writer remembers its id, and after a restart lists the
-request's comments (all pages) for a body that starts with the marker. A push edits that
-comment; a body equal to the one shown is not sent again. Hosts:
+request's comments (all pages) for a body that starts with the marker, written by the
+token's own user (`GET /user`; a GitHub App's `<slug>[bot]`): anyone can copy a marker,
+and a comment of theirs is never edited nor taken for the plan. A push edits that
+comment; a body equal to the one shown is not sent again. A create whose answer is lost
+(a 5xx, a broken connection) is looked for before it is sent again. Hosts:
 
 - GitHub: issue comments (`/repos/{owner}/{repo}/issues/{number}/comments`, edits at
   `/issues/comments/{id}`); 65,536 characters at most.
@@ -28,7 +31,7 @@ from urllib.parse import quote
 from reconciler.checks.base import ApiClient
 from reconciler.checks.plan_markdown import Target, render
 from reconciler.checks.review import PlanReview
-from reconciler.errors import NodusGitopsError, NotFoundError, TransientError
+from reconciler.errors import NodusGitopsError, NotFoundError, PermanentError, TransientError
 
 log = logging.getLogger("nodus_gitops.checks")
 
@@ -55,15 +58,21 @@ class CommentWriter(Protocol):
 
 
 class _Thread(ABC):
-    """Find-or-create-then-edit, shared by the hosts; they supply the requests and the
-    shape of a link to a file at a commit (`blob`)."""
+    """Find-or-create-then-edit, shared by the hosts; they supply the requests, the shape
+    of a link to a file at a commit (`blob`) and where a comment names its author."""
 
     blob: str  # {web}, {repo}, {commit}, {path}, {line}
+    author_field, login_field = "user", "login"  # comment[author][login]; GET /user[login]
+    user_needs: str  # what GET /user takes
 
-    def __init__(self, api: ApiClient, repository: str, web_base: str) -> None:
+    def __init__(self, api: ApiClient, repository: str, web_base: str, *,
+                 login: Callable[[], str] | None = None) -> None:
+        """`login`: who the writer comments as, when the token cannot ask `GET /user`."""
         self._api = api
         self._repo = repository  # owner/name, or a GitLab project's path
         self._web = web_base.rstrip("/")
+        self._login = login or self._token_user
+        self._me: str | None = None
         self._shown: dict[tuple[int, str], tuple[int, str]] = {}  # -> (comment id, body)
 
     def link(self, commit: str) -> Callable[[str, int], str]:
@@ -84,22 +93,47 @@ class _Thread(ABC):
                 return
             except NotFoundError:  # deleted by someone: find it again, or write anew
                 del self._shown[key]
-        found = next(((c["id"], c.get("body") or "") for c in self._comments(number)
-                      if _ours(c, marker)), None)
+        found = self._find(number, marker)
         if found is None:
-            created = self._create(number, body)
+            created = self._api.request(
+                "POST", self._create_path(number), json={"body": body}, needs=self.needs,
+                written=lambda: self._find(number, marker))
             self._shown[key] = (int(created["id"]), body)
             return
-        if not _same(found[1], body):
-            self._edit(number, int(found[0]), body)
-        self._shown[key] = (int(found[0]), body)
+        if not _same(found.get("body") or "", body):
+            self._edit(number, int(found["id"]), body)
+        self._shown[key] = (int(found["id"]), body)
+
+    def _find(self, number: int, marker: str) -> dict[str, Any] | None:
+        """The oldest comment of the request that opens with `marker` and is ours."""
+        for comment in self._comments(number):
+            if not str(comment.get("body") or "").lstrip().startswith(marker):
+                continue
+            author = (comment.get(self.author_field) or {}).get(self.login_field)
+            if str(author or "").casefold() == self._whoami().casefold():
+                return comment
+        return None
+
+    def _whoami(self) -> str:
+        if self._me is None:
+            self._me = self._login()
+        return self._me
+
+    def _token_user(self) -> str:
+        found = self._api.request("GET", "/user", needs=self.user_needs)
+        login = (found or {}).get(self.login_field)
+        if not isinstance(login, str) or not login:
+            raise PermanentError(f"GET {self._api.host}/user answered without a "
+                                 f"{self.login_field}: cannot tell which comments are ours")
+        return login
 
     @abstractmethod
     def _comments(self, number: int) -> Iterator[dict[str, Any]]:
         """Every comment of the request, oldest first."""
 
     @abstractmethod
-    def _create(self, number: int, body: str) -> dict[str, Any]: ...
+    def _create_path(self, number: int) -> str:
+        """Where a new comment is POSTed ({"body": ...})."""
 
     @abstractmethod
     def _edit(self, number: int, comment_id: int, body: str) -> None: ...
@@ -108,6 +142,7 @@ class _Thread(ABC):
 class GitHubComments(_Thread):
     name, host, limit = "github", "GitHub", GITHUB_LIMIT
     needs = "pull requests: write"
+    user_needs = "a token of a user or a GitHub App"
     blob = "{web}/{repo}/blob/{commit}/{path}#L{line}"
 
     def find_request(self, branch: str, commit: str) -> int | None:
@@ -122,9 +157,8 @@ class GitHubComments(_Thread):
                                     params={"per_page": "100"}, needs=self.needs):
             yield from page or []
 
-    def _create(self, number: int, body: str) -> dict[str, Any]:
-        return self._api.request("POST", f"/repos/{self._repo}/issues/{number}/comments",
-                                 json={"body": body}, needs=self.needs)
+    def _create_path(self, number: int) -> str:
+        return f"/repos/{self._repo}/issues/{number}/comments"
 
     def _edit(self, number: int, comment_id: int, body: str) -> None:
         self._api.request("PATCH", f"/repos/{self._repo}/issues/comments/{comment_id}",
@@ -137,6 +171,7 @@ class GiteaComments(GitHubComments):
 
     name, host, limit = "gitea", "Gitea", GITEA_LIMIT
     needs = "a token with write:issue"
+    user_needs = "a token with read:user"
     blob = "{web}/{repo}/src/commit/{commit}/{path}#L{line}"
 
     def find_request(self, branch: str, commit: str) -> int | None:
@@ -159,6 +194,8 @@ class GiteaComments(GitHubComments):
 class GitLabNotes(_Thread):
     name, host, limit = "gitlab", "GitLab", GITLAB_LIMIT
     needs = "a token with the api scope (Developer role or more)"
+    author_field, login_field = "author", "username"
+    user_needs = needs
     blob = "{web}/{repo}/-/blob/{commit}/{path}#L{line}"
 
     def __init__(self, api: ApiClient, project: str, web_base: str) -> None:
@@ -168,8 +205,10 @@ class GitLabNotes(_Thread):
     def find_request(self, branch: str, commit: str) -> int | None:
         found = self._api.request("GET", f"/projects/{self._id}/merge_requests", params={
             "state": "opened", "source_branch": branch, "per_page": "100"}, needs=self.needs)
+        # A fork's merge request into this project may have a branch of the same name.
         requests = [{**m, "number": m.get("iid"), "head": {"sha": m.get("sha")}}
-                    for m in found or []]
+                    for m in found or []
+                    if m.get("source_project_id") == m.get("target_project_id")]
         return _pick(requests, commit)
 
     def _comments(self, number: int) -> Iterator[dict[str, Any]]:
@@ -179,9 +218,8 @@ class GitLabNotes(_Thread):
                 needs=self.needs):
             yield from (n for n in page or [] if not n.get("system"))
 
-    def _create(self, number: int, body: str) -> dict[str, Any]:
-        return self._api.request("POST", f"/projects/{self._id}/merge_requests/{number}/notes",
-                                 json={"body": body}, needs=self.needs)
+    def _create_path(self, number: int) -> str:
+        return f"/projects/{self._id}/merge_requests/{number}/notes"
 
     def _edit(self, number: int, comment_id: int, body: str) -> None:
         self._api.request("PUT",
@@ -220,10 +258,6 @@ class PlanCommenter:
                 log.error("plan comment not written: %s", exc, extra=fields)
             except Exception:  # a bug here must not stop the preview or the other hosts
                 log.exception("plan comment writer crashed", extra=fields)
-
-
-def _ours(comment: Mapping[str, Any], marker: str) -> bool:
-    return str(comment.get("body") or "").lstrip().startswith(marker)
 
 
 def _same(shown: str, body: str) -> bool:

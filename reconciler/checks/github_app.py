@@ -2,11 +2,12 @@
 renewed before they expire, for the GitHub writers and for Git over HTTPS.
 
 The JWT is signed RS256 with the App's private key: `iat` 60 s in the past (clock drift),
-`exp` 9 minutes ahead (GitHub takes at most 10), `iss` the App's id. It serves two
+`exp` 9 minutes ahead (GitHub takes at most 10), `iss` the App's id. It serves three
 requests only: `GET /repos/{owner}/{repo}/installation` (the installation of a
-repository, unless `installationId` is set) and `POST /app/installations/{id}/
+repository, unless `installationId` is set), `POST /app/installations/{id}/
 access_tokens` (a token for that one repository, valid about an hour; the answer says
-until when in `expires_at`). A token is cached per repository and minted again
+until when in `expires_at`) and `GET /app` (the App's slug: its comments are written as
+`<slug>[bot]`). A token is cached per repository and minted again
 REFRESH_EARLY seconds before its `expires_at`, or at once after a 401. One lock guards
 the cache and is held while minting, so threads asking at the same moment share a mint.
 """
@@ -92,6 +93,7 @@ class GitHubApp:
         self._lock = threading.Lock()
         self._installations: dict[str, int] = {}
         self._tokens: dict[str, _Access] = {}
+        self._login: str | None = None
 
     def __repr__(self) -> str:
         return f"GitHubApp({self.app_id}, {self.api_url})"
@@ -135,6 +137,17 @@ class GitHubApp:
         now = int(self._clock())
         claims = {"iat": now - JWT_BACKDATE, "exp": now + JWT_LIFETIME, "iss": self.app_id}
         return jwt.encode(claims, self._key, algorithm="RS256")
+
+    def bot_login(self) -> str:
+        """The login the App's installation tokens write as: `<slug>[bot]`."""
+        with self._lock:
+            if self._login is None:
+                slug = (self._client().request("GET", "/app") or {}).get("slug")
+                if not isinstance(slug, str) or not slug:
+                    raise PermanentError(f"GET {urlsplit(self.api_url).netloc}/app answered "
+                                         "without the App's slug")
+                self._login = f"{slug}[bot]"
+            return self._login
 
     def token(self, repository: str) -> InstallationToken:
         """The token source for `owner/name`, for an ApiClient or Git credentials."""

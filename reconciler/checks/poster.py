@@ -34,6 +34,7 @@ from reconciler.checks.base import (
     TokenSource,
     split_repo_url,
 )
+from reconciler.checks.github_app import GitHubApp
 from reconciler.checks.gitnotes import GitNotesWriter
 from reconciler.checks.model import CheckRun
 from reconciler.checks.review import PlanReview
@@ -210,7 +211,7 @@ def _build(
             transport=transport)
         writers[name] = _hosted(name, cfg, path, api, app_default=app is not None)
         if binding.comments:
-            commenters[name] = _commenter(name, api, path, binding)
+            commenters[name] = _commenter(name, api, path, binding, app)
     return writers, commenters
 
 
@@ -251,8 +252,8 @@ def _hosted(name: str, cfg: Mapping[str, Any], path: str, api: ApiClient, *,
                       "installation token) or 'statuses' (any token)")
 
 
-def _commenter(name: str, api: ApiClient, path: str,
-               binding: Binding) -> comments.CommentWriter:
+def _commenter(name: str, api: ApiClient, path: str, binding: Binding,
+               app: GitHubApp | None) -> comments.CommentWriter:
     try:
         web_base = split_repo_url(binding.url)[0]
     except ValueError:
@@ -261,7 +262,9 @@ def _commenter(name: str, api: ApiClient, path: str,
         return comments.GitLabNotes(api, path, web_base)
     if name == "gitea":
         return comments.GiteaComments(api, path, web_base)
-    return comments.GitHubComments(api, path, web_base)
+    # An installation token cannot ask GET /user: the App says its own name.
+    return comments.GitHubComments(api, path, web_base,
+                                   login=app.bot_login if app is not None else None)
 
 
 def _repo_path(name: str, key: str, binding: Binding) -> str:

@@ -48,7 +48,10 @@ def _review(n: int = 1, commit: str = HEAD, value: str = "2.00") -> PlanReview:
 
 
 def _comment(comment_id: int, text: str) -> dict:
-    return recorded("github", "issue_comment", fields={"id": comment_id, "body": text}).json()
+    """A comment written as the token's user (`GET /user`)."""
+    return recorded("github", "issue_comment", fields={
+        "id": comment_id, "body": text, "user": {"login": "nodus-bot", "id": 583231,
+                                                  "type": "User"}}).json()
 
 
 def test_github_creates_once_then_edits_on_every_push():
@@ -88,6 +91,7 @@ def test_after_a_restart_the_comment_is_found_on_a_later_page():
         router.get(f"{GH}{GH_REPO}/issues/7/comments").mock(return_value=first)
         router.get(f"{GH}/repositories/9/issues/7/comments", params={"page": "2"}).mock(
             return_value=second)
+        router.get(f"{GH}/user").mock(return_value=recorded("github", "authenticated_user"))
         edited = router.patch(f"{GH}{GH_REPO}/issues/comments/42").mock(
             return_value=recorded("github", "issue_comment_updated", fields={"id": 42}))
         created = router.post(f"{GH}{GH_REPO}/issues/7/comments")
@@ -215,6 +219,7 @@ def test_gitlab_finds_its_note_again_after_a_restart():
     with respx.mock(assert_all_called=True) as router:
         router.get(f"{GL}{GL_MR}/7/notes").mock(return_value=httpx.Response(
             200, json=[ours], headers={"x-next-page": "", "x-page": "1", "x-total": "1"}))
+        router.get(f"{GL}/user").mock(return_value=recorded("gitlab", "current_user"))
         edited = router.put(f"{GL}{GL_MR}/7/notes/303").mock(
             return_value=recorded("gitlab", "note"))
         writer.upsert(7, MARK, f"{MARK}\nnew")
@@ -247,3 +252,76 @@ def test_gitea_comments_are_created_then_edited():
     assert created.calls[0].request.headers["Authorization"] == f"token {TOKEN}"
     assert (f"(https://git.example/team/gpu-jobs/src/commit/{HEAD}/jobs/job-0000.yaml#L1)"
             in body(created.calls[0].request)["body"])
+
+
+def test_a_comment_by_someone_else_that_starts_with_the_marker_is_never_edited():
+    """Anyone can copy the hidden marker: only a comment written as this token's own user
+    is the plan comment, so another's is neither overwritten nor trusted."""
+    writer = _github()
+    forged = recorded("github", "issue_comment_by_user", fields={
+        "id": 3, "body": f"{MARK}\n**Nothing to apply**"}).json()
+    ours = _comment(42, f"{MARK}\nold plan")
+    ours["user"] = {"login": "Nodus-Bot", "id": 583231, "type": "User"}  # case differs
+    with respx.mock(assert_all_called=False) as router:
+        listed = router.get(f"{GH}{GH_REPO}/issues/7/comments").mock(side_effect=[
+            httpx.Response(200, json=[forged]), httpx.Response(200, json=[forged, ours])])
+        router.get(f"{GH}/user").mock(return_value=recorded("github", "authenticated_user"))
+        created = router.post(f"{GH}{GH_REPO}/issues/7/comments").mock(
+            return_value=recorded("github", "issue_comment", fields={"id": 11}))
+        edited = router.patch(f"{GH}{GH_REPO}/issues/comments/42").mock(
+            return_value=recorded("github", "issue_comment_updated", fields={"id": 42}))
+        forged_edit = router.patch(f"{GH}{GH_REPO}/issues/comments/3")
+        writer.upsert(7, MARK, f"{MARK}\nthe plan")  # only the forged one: a comment of ours
+        _github().upsert(7, MARK, f"{MARK}\nnew plan")  # after a restart: ours, not the forged
+    assert listed.call_count == 2 and forged_edit.call_count == 0
+    assert body(created.calls[0].request) == {"body": f"{MARK}\nthe plan"}
+    assert body(edited.calls[0].request) == {"body": f"{MARK}\nnew plan"}
+
+
+def test_a_create_whose_answer_is_lost_is_not_sent_twice():
+    """GitHub wrote the comment, then answered 502 (or the connection broke): the writer
+    looks before sending again, so the pull request still has one plan comment."""
+    writer = _github()
+    thread: list[dict] = []
+
+    def create(request: httpx.Request) -> httpx.Response:
+        thread.append(_comment(len(thread) + 11, body(request)["body"]))
+        thread[-1]["user"] = recorded("github", "authenticated_user").json()
+        return httpx.Response(502, json={"message": "Server Error"}) if len(thread) == 1 \
+            else httpx.Response(201, json=thread[-1])
+
+    with respx.mock() as router:
+        router.get(f"{GH}{GH_REPO}/issues/7/comments").mock(
+            side_effect=lambda request: httpx.Response(200, json=list(thread)))
+        router.get(f"{GH}/user").mock(return_value=recorded("github", "authenticated_user"))
+        router.post(f"{GH}{GH_REPO}/issues/7/comments").mock(side_effect=create)
+        edited = router.patch(f"{GH}{GH_REPO}/issues/comments/11").mock(
+            return_value=recorded("github", "issue_comment_updated", fields={"id": 11}))
+        writer.upsert(7, MARK, f"{MARK}\nfirst push")
+        writer.upsert(7, MARK, f"{MARK}\nsecond push")
+    assert [c["id"] for c in thread] == [11]
+    assert body(edited.calls[0].request) == {"body": f"{MARK}\nsecond push"}
+
+
+def test_a_create_refused_by_a_server_error_is_sent_again():
+    writer = _github()
+    with respx.mock() as router:
+        router.get(f"{GH}{GH_REPO}/issues/7/comments").mock(
+            return_value=httpx.Response(200, json=[]))
+        created = router.post(f"{GH}{GH_REPO}/issues/7/comments").mock(side_effect=[
+            recorded("github", "server_error"),
+            recorded("github", "issue_comment", fields={"id": 11})])
+        writer.upsert(7, MARK, f"{MARK}\nfirst push")
+    assert created.call_count == 2
+
+
+def test_gitlab_skips_a_merge_request_from_a_fork_with_the_same_branch_name():
+    api = client(GL, gitlab_auth, FakeTime())
+    writer = GitLabNotes(api, "platform/ml/gpu-jobs", "https://gitlab.example.com")
+    ours = recorded("gitlab", "merge_request_opened").json()
+    fork = {**ours, "id": 380, "iid": 9, "source_project_id": 66,
+            "sha": "0000000000000000000000000000000000000009"}
+    with respx.mock(assert_all_called=True) as router:
+        router.get(f"{GL}{GL_MR}").mock(return_value=httpx.Response(200, json=[fork, ours]))
+        # the branch moved on: neither request's head is the commit planned
+        assert writer.find_request("feature", "1" * 40) == 7

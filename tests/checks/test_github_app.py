@@ -302,3 +302,35 @@ def test_a_missing_permission_names_it_and_the_app_settings():
     assert "403: Resource not accessible by integration" in message
     assert "(checks: write)" in message and "githubApp (App 12345)" in message
     assert minter.minted[0] not in message
+
+
+def test_the_apps_plan_comment_is_the_one_its_bot_wrote():
+    """After a restart, the App finds its comment by `<slug>[bot]` (GET /app, as the App),
+    not a user's comment that copies the marker."""
+    from reconciler.checks.comments import marker
+    from reconciler.checks.poster import build_poster
+    from reconciler.checks.review import PlanReview
+    from reconciler.config import Binding
+    from reconciler.plan import Plan
+
+    clock = Clock()
+    app, minter = _app(clock, installationId=77), Minter(clock)
+    binding = Binding(id="team-a", url="https://github.com/octo-org/gpu-jobs.git",
+                      github_app=app, comments=True)
+    poster = build_poster(None, {"github": True}, binding, environ={})
+    mark = marker("ci", "team-a")
+    forged = recorded("github", "issue_comment_by_user", fields={
+        "id": 3, "body": f"{mark}\nNothing to apply"}).json()
+    ours = recorded("github", "issue_comment", fields={"id": 42, "body": f"{mark}\nold"}).json()
+    review = PlanReview("team-a", binding.url, "ci", "training", "main", SHA, Plan(()))
+    with respx.mock(assert_all_called=True) as router:
+        router.post(f"{API}/app/installations/77/access_tokens").mock(side_effect=minter)
+        who = router.get(f"{API}/app").mock(return_value=recorded("github", "authenticated_app"))
+        router.get(f"{API}/repos/octo-org/gpu-jobs/issues/7/comments").mock(
+            return_value=httpx.Response(200, json=[forged, ours]))
+        edited = router.patch(f"{API}/repos/octo-org/gpu-jobs/issues/comments/42").mock(
+            return_value=recorded("github", "issue_comment_updated", fields={"id": 42}))
+        poster.comment(review, "refs/pull/7/head", None)
+    assert _claims(who.calls[0].request)["iss"] == "12345"  # asked as the App, by its JWT
+    assert body(edited.calls[0].request)["body"].startswith(f"{mark}\n")
+    assert edited.calls[0].request.headers["Authorization"] == f"Bearer {minter.minted[0]}"
