@@ -40,6 +40,10 @@ MAX_PAGES = 100  # of one list (100 items a page): a pull request's comments, op
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
+class ValidationFailed(PermanentError):
+    """A 422: the host understood the request and refused what it asks."""
+
+
 @runtime_checkable
 class CheckWriter(Protocol):
     """Shows a `CheckRun` on one host; `name` is its target in the check records."""
@@ -314,7 +318,7 @@ class ApiClient:
             wanted = response.headers.get("x-accepted-github-permissions") or needs
             wanted = f" ({wanted})" if wanted else ""
             message += f"; the token may lack permission{wanted}: check {self.token.setting}"
-        kind = NotFoundError if status == 404 else PermanentError
+        kind = {404: NotFoundError, 422: ValidationFailed}.get(status, PermanentError)
         return kind(_scrub(message, token))
 
 

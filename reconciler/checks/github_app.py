@@ -10,6 +10,8 @@ until when in `expires_at`) and `GET /app` (the App's slug: its comments are wri
 `<slug>[bot]`). A token is cached per repository and minted again
 REFRESH_EARLY seconds before its `expires_at`, or at once after a 401. One lock guards
 the cache and is held while minting, so threads asking at the same moment share a mint.
+An installation looked up is kept until a mint there answers 404 (the App was installed
+again, with a new id); it is then looked up once more.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from reconciler.checks.base import ApiClient, HostLimiter
+from reconciler.checks.base import ApiClient, HostLimiter, ValidationFailed
 from reconciler.checks.github import github_auth, github_headers
 from reconciler.errors import (
     ConfigError,
@@ -63,7 +65,9 @@ class _AppJwt:
 
     def __init__(self, app: GitHubApp) -> None:
         self._app = app
-        self.setting = f"{SETTING}.appId ({app.app_id}) and {app.key_setting}"
+        self.setting = (f"{SETTING}.appId ({app.app_id}) and {app.key_setting}, and this "
+                        "machine's clock (GitHub takes a JWT from 60 s before to 9 minutes "
+                        "after it)")
 
     def get(self) -> str:
         return self._app.jwt()
@@ -204,23 +208,37 @@ class GitHubApp:
 
     def _mint(self, repository: str) -> _Access:
         installation = self._installation(repository)
-        # Scoped to the one repository: a token that leaks reaches nothing else.
-        name = repository.rsplit("/", 1)[-1]
         try:
-            body = self._client().request(
-                "POST", f"/app/installations/{installation}/access_tokens",
-                json={"repositories": [name]})
-        except NotFoundError as exc:
-            where = (f"{SETTING}.installationId ({installation})" if self.installation_id
-                     else f"the installation of {repository}")
-            raise PermanentError(f"{exc}; {where} is not an installation of the GitHub App "
-                                 f"{self.app_id}") from None
+            body = self._access_token(installation, repository)
+        except NotFoundError:
+            if self.installation_id is not None:
+                raise
+            del self._installations[repository]  # installed again since: look it up anew
+            installation = self._installation(repository)
+            body = self._access_token(installation, repository)
         token = (body or {}).get("token")
         expires = _epoch((body or {}).get("expires_at"))
         if not isinstance(token, str) or not token or expires is None:
             raise PermanentError(f"POST /app/installations/{installation}/access_tokens "
                                  "answered without a token and its expires_at")
         return _Access(token, expires)
+
+    def _access_token(self, installation: int, repository: str) -> Any:
+        where = (f"{SETTING}.installationId ({installation})" if self.installation_id
+                 else f"the installation of {repository} ({installation})")
+        # Scoped to the one repository: a token that leaks reaches nothing else.
+        try:
+            return self._client().request(
+                "POST", f"/app/installations/{installation}/access_tokens",
+                json={"repositories": [repository.rsplit("/", 1)[-1]]})
+        except NotFoundError as exc:
+            raise NotFoundError(f"{exc}; {where} is not an installation of the GitHub App "
+                                f"{self.app_id}") from None
+        except ValidationFailed as exc:
+            raise PermanentError(
+                f"{exc}; {where} does not include {repository}: add the repository to the "
+                "App's installation (Repository access on its settings page), or set "
+                f"{SETTING}.installationId to the installation that has it") from None
 
 
 @dataclass(frozen=True)
@@ -314,11 +332,13 @@ def _key_text(raw: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[str, 
 
 
 def _positive_int(value: Any, setting: str, error: type[Exception] = ConfigError) -> int:
-    try:
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and value.strip().isdigit():
         number = int(value)
-    except (TypeError, ValueError):
-        number = 0
-    if isinstance(value, bool) or number <= 0:
+    else:
+        number = 0  # 1.5, true, "7a": not an id
+    if number <= 0:
         raise error(f"{setting}: {value!r} is not a positive whole number")
     return number
 

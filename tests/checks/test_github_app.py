@@ -165,6 +165,10 @@ def test_app_not_installed_on_the_repository_says_what_to_do():
     ("jwt_rejected", ["401", "A JSON web token could not be decoded",
                       "token was rejected: check githubApp.appId (12345) and "
                       "githubApp.privateKeyEnv (APP_KEY)"]),
+    ("jwt_exp_too_far", ["401", "too far in the future", "this machine's clock"]),
+    ("installation_repository_not_accessible", [
+        "422", "githubApp.installationId (77) does not include octo-org/gpu-jobs",
+        "add the repository to the App's installation"]),
 ])
 def test_minting_errors_name_the_setting(name, expected):
     clock = Clock()
@@ -224,6 +228,8 @@ def _ec_pem() -> str:
      "not an RSA private key"),
     ({"appId": 1, "privateKeyEnv": "K", "installationId": "abc"}, {"K": "x"},
      "githubApp.installationId"),
+    ({"appId": 1, "privateKeyEnv": "K", "installationId": 1.5}, {"K": "x"},
+     "githubApp.installationId: 1.5 is not a positive whole number"),
     ({"appId": 1, "privateKeyEnv": "K", "apiUrl": "ghe.corp/api/v3"}, {"K": "x"},
      "githubApp.apiUrl"),
     ({"appId": 1, "privateKeyEnv": "K", "appSecret": "x"}, {"K": "x"},
@@ -334,3 +340,27 @@ def test_the_apps_plan_comment_is_the_one_its_bot_wrote():
     assert _claims(who.calls[0].request)["iss"] == "12345"  # asked as the App, by its JWT
     assert body(edited.calls[0].request)["body"].startswith(f"{mark}\n")
     assert edited.calls[0].request.headers["Authorization"] == f"Bearer {minter.minted[0]}"
+
+
+def test_an_app_installed_again_is_found_at_its_new_installation():
+    """Uninstalled and installed again, the App has a new installation id: a mint refused
+    at the old one looks the repository's installation up again."""
+    clock = Clock()
+    app, minter = _app(clock), Minter(clock)
+    new = recorded("github", "app_installation", fields={"id": 78})
+    with respx.mock(assert_all_called=True) as router:
+        lookup = router.get(f"{API}/repos/octo-org/gpu-jobs/installation").mock(
+            side_effect=[recorded("github", "app_installation"), new])
+        router.post(f"{API}/app/installations/77/access_tokens").mock(side_effect=[
+            minter(httpx.Request("POST", API, json={}, headers=_jwt_headers(app))),
+            recorded("github", "installation_not_found")])
+        router.post(f"{API}/app/installations/78/access_tokens").mock(side_effect=minter)
+        source = app.token("octo-org/gpu-jobs")
+        assert source.get() == minter.minted[0]
+        clock.now += 3600  # expired; meanwhile the App was installed again
+        assert source.get() == minter.minted[1]
+    assert lookup.call_count == 2
+
+
+def _jwt_headers(app: GitHubApp) -> dict[str, str]:
+    return {**github_headers(), **github_auth(app.jwt())}
