@@ -103,6 +103,7 @@ _SHARED = ("github_app", "budget")  # set from the top-level sections, not per b
 _CAMEL = {f.name: re.sub(r"_([a-z])", lambda m: m.group(1).upper(), f.name)
           for f in fields(Binding) if f.name not in _SHARED}
 _CREDENTIALS = ("env", "file", "githubApp")
+_SECTIONS = {"credentials": "env, file or githubApp", "checks": "workloads"}  # per binding
 
 
 def _snake_env(name: str) -> str:
@@ -160,6 +161,8 @@ def binding_from_mapping(raw: Mapping[str, Any], where: str, *,
     known = {camel: name for name, camel in _CAMEL.items()}
     values: dict[str, Any] = {}
     for key, value in raw.items():
+        if key in _SECTIONS and not isinstance(value, Mapping):
+            raise ConfigError(f"{where}.{key}: {value!r} is not a mapping ({_SECTIONS[key]})")
         if key == "credentials" and isinstance(value, Mapping):
             values.update(_credentials(value, f"{where}.credentials", github_app))
             continue

@@ -90,6 +90,10 @@ repos:
     ("repos:\n  - id: a\n    url: https://github.com/o/r.git\n"
      "    credentials: {githubapp: true}\n",
      "repos[0].credentials: unknown setting 'githubapp' (known: env, file, githubApp)"),
+    ("repos:\n  - id: a\n    url: https://github.com/o/r.git\n    credentials: githubApp\n",
+     "repos[0].credentials: 'githubApp' is not a mapping (env, file or githubApp)"),
+    ("repos:\n  - id: a\n    url: https://github.com/o/r.git\n    checks: true\n",
+     "repos[0].checks: True is not a mapping (workloads)"),
     ("repos:\n  - id: a\n    url: https://github.com/o/r.git\n    comments: maybe\n",
      "repos[0].comments: 'maybe' is not true or false"),
     ("repos:\n  - id: a\n    url: https://github.com/o/r.git\n    coments: true\n",
