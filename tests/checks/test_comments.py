@@ -325,3 +325,24 @@ def test_gitlab_skips_a_merge_request_from_a_fork_with_the_same_branch_name():
         router.get(f"{GL}{GL_MR}").mock(return_value=httpx.Response(200, json=[fork, ours]))
         # the branch moved on: neither request's head is the commit planned
         assert writer.find_request("feature", "1" * 40) == 7
+
+
+def test_gitea_finds_its_own_comment_again_and_names_read_user_when_refused(caplog):
+    api = client(GT, gitea_auth, FakeTime())
+    forged = {**recorded("gitea", "comment").json(), "id": 40, "body": f"{MARK}\nforged",
+              "user": {"id": 9, "login": "mallory"}}
+    ours = {**recorded("gitea", "comment").json(), "body": f"{MARK}\nold"}
+    with respx.mock(assert_all_called=True) as router:
+        router.get(f"{GT}{GT_REPO}/issues/7/comments").mock(
+            return_value=httpx.Response(200, json=[forged, ours]))
+        router.get(f"{GT}/user").mock(side_effect=[
+            recorded("gitea", "forbidden"), recorded("gitea", "current_user")])
+        edited = router.patch(f"{GT}{GT_REPO}/issues/comments/41").mock(
+            return_value=recorded("gitea", "comment"))
+        commenter = PlanCommenter({"gitea": GiteaComments(api, "team/gpu-jobs",
+                                                          "https://git.example")})
+        with caplog.at_level(logging.ERROR, logger="nodus_gitops.checks"):
+            commenter.post(_review(), "feature", 7)  # GET /user refused: nothing edited
+        assert "(a token with read:user)" in caplog.text and edited.call_count == 0
+        commenter.post(_review(), "feature", 7)
+    assert edited.call_count == 1 and edited.calls[0].request.url.path.endswith("/41")
