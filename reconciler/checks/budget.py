@@ -26,6 +26,12 @@ from state.records import InventoryRecord
 
 SETTING = "budgets"
 KEYS = ("limitUSD", "period")
+MAX_USD = Decimal("1e12")  # past this an amount is a typo; far past it, sums overflow
+
+
+def is_amount(value: Decimal) -> bool:
+    """A dollar amount sums and differences can hold: finite, under MAX_USD."""
+    return value.is_finite() and value.copy_abs() < MAX_USD  # copy_abs: no rounding
 
 
 class Period(StrEnum):
@@ -122,7 +128,7 @@ def _cost(record: InventoryRecord) -> Decimal:
         value = Decimal(record.cost_usd or "0")
     except InvalidOperation:
         return Decimal(0)  # the store refuses such values; a read never fails on one
-    return value if value.is_finite() else Decimal(0)
+    return value if is_amount(value) else Decimal(0)
 
 
 def _limit(value: Any, where: str) -> Decimal:
@@ -132,8 +138,9 @@ def _limit(value: Any, where: str) -> Decimal:
         limit = Decimal(str(value))
     except InvalidOperation:
         raise ConfigError(f"{where}.limitUSD: {value!r} is not a dollar amount") from None
-    if not limit.is_finite() or limit < 0:
-        raise ConfigError(f"{where}.limitUSD: {value!r} is not a dollar amount of 0 or more")
+    if not is_amount(limit) or limit < 0:
+        raise ConfigError(f"{where}.limitUSD: {value!r} is not a dollar amount of 0 to "
+                          f"{MAX_USD:,.0f}")
     return limit
 
 

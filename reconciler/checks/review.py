@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol, runtime_checkable
 
-from reconciler.checks.budget import BudgetLeft, InventoryReader, project_budget
+from reconciler.checks.budget import BudgetLeft, InventoryReader, is_amount, project_budget
 from reconciler.config import Binding
 from reconciler.identity import ResourceKey
 from reconciler.plan import ActionType, Plan
@@ -96,4 +96,4 @@ def _price(provider: Estimates, manifest: dict[str, Any]) -> Decimal | None:
         value = Decimal(provider.estimate(manifest))
     except (ValueError, ArithmeticError, KeyError, TypeError, InvalidOperation):
         return None  # "unknown", or a backend that could not price it
-    return value if value.is_finite() else None
+    return value if is_amount(value) else None

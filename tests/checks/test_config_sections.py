@@ -106,6 +106,8 @@ repos:
     ("budgets:\n  training: {limitUSD: lots}\n",
      "budgets.training.limitUSD: 'lots' is not a dollar amount"),
     ("budgets:\n  training: {limitUSD: '-5'}\n", "budgets.training.limitUSD: '-5'"),
+    ("budgets:\n  training: {limitUSD: '1e999999999'}\n",
+     "budgets.training.limitUSD: '1e999999999' is not a dollar amount of 0 to"),
     ("budgets:\n  training: {limitUSD: '5', period: quarter}\n",
      "budgets.training.period: 'quarter' is not one of day, week, month"),
     ("budgets:\n  training: {limitUSD: '5', currency: EUR}\n",

@@ -50,3 +50,18 @@ def test_an_invalid_commit_fails_with_every_problem_annotated():
     assert [(a.path, a.line) for a in run.annotations] == [("jobs/x.yaml", 7),
                                                           ("jobs/y.yaml", 1)]
     assert "- `jobs/x.yaml:7` `Job/x`: spec.timeout: not a duration" in run.summary
+
+
+def test_an_estimate_no_arithmetic_can_hold_is_unknown():
+    from reconciler.checks.review import estimate_plan
+
+    class Absurd:
+        def estimate(self, manifest: dict) -> str:
+            return "1e999999999"  # finite, yet past what a sum of dollars can hold
+
+    key = ResourceKey("Job", "training", "b")
+    plan = Plan((Action(ActionType.CREATE, key, "jobs/b.yaml", manifest={"kind": "Job"}),))
+    cost = estimate_plan(Absurd(), plan)
+    assert cost is not None and cost.per_resource == {key: None}
+    assert "| create | `Job/b` | `jobs/b.yaml` | unknown |" in plan_check(
+        _review(plan.actions, cost=cost)).summary
