@@ -5,7 +5,9 @@ Check runs: a run is created per (commit, context) and PATCHed while it is in pr
 once completed it is final, and a later post for that pair creates a new run (GitHub shows
 the newest run of a name), because annotations PATCHed onto a run are appended, never
 replaced. At most 50 annotations go in one request (the Checks API limit): the first 50
-with the create or PATCH, the rest in further PATCHes. A create retried after a 5xx may
+with the create or PATCH, the rest in further PATCHes, up to MAX_ANNOTATIONS_TOTAL: each
+request is paced and counted by GitHub, and a pull request of 50,000 invalid files must
+not hold its binding for a thousand of them (the summary counts every problem). A create retried after a 5xx may
 leave a second run of the same name; GitHub shows the newest, so that is harmless.
 """
 
@@ -19,6 +21,7 @@ from reconciler.checks.model import Annotation, CheckRun, CheckState
 API_VERSION = "2022-11-28"
 ACCEPT = "application/vnd.github+json"
 MAX_ANNOTATIONS = 50  # per request, documented for create and update
+MAX_ANNOTATIONS_TOTAL = 1000  # per post: 20 requests
 MAX_DESCRIPTION = 140  # commit status description
 MAX_OUTPUT_TEXT = 65535  # output.summary
 CHECKS_WRITE = "checks: write"  # what a 403 names when GitHub's answer does not
@@ -58,7 +61,7 @@ class GitHubChecksWriter:
     def post(self, run: CheckRun) -> None:
         key = (run.commit, run.context)
         known = self._runs.get(key) or self._lookup(run)
-        annotations = [_annotation(a) for a in run.annotations]
+        annotations = [_annotation(a) for a in run.annotations[:MAX_ANNOTATIONS_TOTAL]]
         first, rest = annotations[:MAX_ANNOTATIONS], annotations[MAX_ANNOTATIONS:]
         body = {**_status_fields(run), "output": _output(run, first)}
         if run.details_url:

@@ -110,6 +110,26 @@ def test_annotations_go_fifty_per_request():
         assert r["output"]["title"] == "120 problems"
 
 
+def test_a_pull_request_with_thousands_of_problems_costs_a_bounded_number_of_requests():
+    """Every request is paced and counts against GitHub's limits, and a preview holds its
+    binding while it posts: 50,000 invalid files must not mean 1,000 requests."""
+    time = FakeTime()
+    writer = GitHubChecksWriter(_api(time), "octo-org/gpu-jobs")
+    with respx.mock() as router:
+        router.get(f"{API}{REPO}/commits/{SHA}/check-runs").mock(
+            return_value=recorded("github", "check_runs_for_ref_empty"))
+        create = router.post(f"{API}{REPO}/check-runs").mock(
+            return_value=recorded("github", "check_run_created_7"))
+        update = router.patch(f"{API}{REPO}/check-runs/7").mock(
+            return_value=recorded("github", "check_run_updated"))
+        writer.post(run("failure", title="50000 problems", summary="see the summary",
+                        annotations=_problems(50_000)))
+    assert create.call_count + update.call_count == 20  # 1,000 annotations, 50 a request
+    sent = [a for c in [*create.calls, *update.calls]
+            for a in body(c.request)["output"]["annotations"]]
+    assert [a["message"] for a in sent] == [f"problem {i}" for i in range(1000)]
+
+
 def test_a_restarted_writer_finds_the_run_in_progress_and_patches_it():
     time = FakeTime()
     writer = GitHubChecksWriter(_api(time), "octo-org/gpu-jobs")
