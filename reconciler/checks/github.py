@@ -7,8 +7,9 @@ the newest run of a name), because annotations PATCHed onto a run are appended, 
 replaced. At most 50 annotations go in one request (the Checks API limit): the first 50
 with the create or PATCH, the rest in further PATCHes, up to MAX_ANNOTATIONS_TOTAL: each
 request is paced and counted by GitHub, and a pull request of 50,000 invalid files must
-not hold its binding for a thousand of them (the summary counts every problem). A create retried after a 5xx may
-leave a second run of the same name; GitHub shows the newest, so that is harmless.
+not hold its binding for a thousand of them (the summary counts every problem). A create
+retried after a 5xx may leave a second run of the same name; GitHub shows the newest, so
+that is harmless.
 """
 
 from __future__ import annotations
