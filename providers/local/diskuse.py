@@ -1,6 +1,10 @@
-"""What a Job may take of the disk: the bytes it has written under its writable
-directories (outputs, state, work, units, source), measured while it runs, and the
-free space under which no new run starts.
+"""What a Job may take of the disk: what it has written under its writable directories
+(outputs, state, work, units, source), measured while it runs, and the free space under
+which no new run starts.
+
+Every entry counts at least one block (`ENTRY_BYTES`): an empty file, a directory or a
+link takes an inode and often a block, so a Job cannot fill a disk's inodes or
+directory blocks with entries of no size.
 
 Measuring walks the directories, so a supervisor measures at most every few seconds
 and, for a Job with very many files, less often still (twenty times the last walk's
@@ -11,6 +15,7 @@ RLIMIT_FSIZE at the cap.
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Iterable
 from pathlib import Path
@@ -20,6 +25,7 @@ from providers.local import jobstate
 
 MIN_INTERVAL = 2.0
 WALK_FACTOR = 20.0
+ENTRY_BYTES = 4096  # the least any file, directory or link counts
 
 
 def free_bytes(path: Path) -> int | None:
@@ -32,8 +38,9 @@ def free_bytes(path: Path) -> int | None:
 
 
 def tree_bytes(roots: Iterable[Path]) -> int:
-    """Sum of the sizes of the regular files under `roots` (links not followed, a file
-    with several names counted once)."""
+    """What the entries under `roots` take: each regular file its size, at least
+    ENTRY_BYTES, and every other entry (directory, link, FIFO) ENTRY_BYTES; links are not
+    followed, and a file with several names counts once."""
     seen: set[tuple[int, int]] = set()
     total = 0
     stack = [str(r) for r in roots]
@@ -45,15 +52,16 @@ def tree_bytes(roots: Iterable[Path]) -> int:
         with entries:
             for entry in entries:
                 try:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(entry.path)
-                    elif entry.is_file(follow_symlinks=False):
-                        st = entry.stat(follow_symlinks=False)
-                        if (st.st_dev, st.st_ino) not in seen:
-                            seen.add((st.st_dev, st.st_ino))
-                            total += st.st_size
+                    st = entry.stat(follow_symlinks=False)
                 except OSError:
                     continue
+                if stat.S_ISDIR(st.st_mode):
+                    stack.append(entry.path)
+                elif st.st_nlink > 1:  # hard links: only those need remembering
+                    if (st.st_dev, st.st_ino) in seen:
+                        continue
+                    seen.add((st.st_dev, st.st_ino))
+                total += max(ENTRY_BYTES, st.st_size if stat.S_ISREG(st.st_mode) else 0)
     return total
 
 

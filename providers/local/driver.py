@@ -347,14 +347,17 @@ class JobDriver:
         if self.stop and not self.active:
             self.finalize_stop(now)
         elif not (self.stop or self.active or self.pending) and self.phase != Phase.SUSPENDED:
-            from providers.local.outputs import OutputError, collect  # hashing, at the end
+            from providers.local.outputs import OutputError, OutputTooLarge, collect  # hashing
 
             used = self.meter.measure(now)
             if used > self.max_output:
                 self._finish(Phase.FAILED, now, Reason.OUTPUT_LIMIT_EXCEEDED, self._over_cap(used))
                 return
             try:
-                self.st["outputs"] = collect(self.run.outputs, self.spec.outputs)
+                self.st["outputs"] = collect(self.run.outputs, self.spec.outputs, self.max_output)
+            except OutputTooLarge as exc:
+                self._finish(Phase.FAILED, now, Reason.OUTPUT_LIMIT_EXCEEDED, str(exc))
+                return
             except OutputError as exc:
                 self._finish(Phase.FAILED, now, Reason.INVALID_OUTPUT_PATH, str(exc))
                 return

@@ -3,8 +3,18 @@ with its hash checked (`nodus cp job/x:outputs/<name> DEST`).
 
 A file's digest is the SHA-256 of its bytes. A directory's digest is the SHA-256 over
 its sorted file list: one line `<relative path>\\0<size>\\0<sha256 of the file>\\n` per
-file. Symbolic links are followed only when they resolve inside the outputs directory;
-links that point outside it are left out (of the digest and of copies).
+file.
+
+The outputs directory was written by the Job, so nothing in it is trusted:
+
+- a declared path is resolved, links in every component included, and must end inside
+  the outputs directory (a link anywhere along it to the host fails the Job);
+- in a directory, a link to a regular file inside the outputs directory is stored under
+  its own name; links to directories (they could loop or multiply), links that leave
+  the outputs directory and special files (FIFOs, sockets, devices) are left out;
+- every name counts, so a file stored under many names (links, hard links) counts
+  each time: past `max_bytes` the output is refused (`OutputTooLarge`) before anything
+  is hashed, and a file with several names is hashed once.
 """
 
 from __future__ import annotations
@@ -27,12 +37,18 @@ class OutputError(Exception):
     """A declared output is missing or escapes the outputs directory."""
 
 
-def _inside(path: Path, base: Path) -> bool:
+class OutputTooLarge(OutputError):
+    """The declared outputs name more bytes than the cap, counting every name."""
+
+
+def _real_inside(path: Path, base: Path) -> Path | None:
+    """`path` with every link along it resolved, when that exists inside `base`."""
     try:
-        path.resolve().relative_to(base.resolve())
-        return True
-    except (ValueError, OSError):
-        return False
+        real = path.resolve(strict=True)
+        root = base.resolve(strict=True)
+    except (OSError, RuntimeError):  # missing, or a loop of links
+        return None
+    return real if real == root or root in real.parents else None
 
 
 def _file_sha(path: Path) -> tuple[int, str]:
@@ -46,64 +62,91 @@ def _file_sha(path: Path) -> tuple[int, str]:
 
 
 def _files(directory: Path, base: Path) -> list[tuple[str, Path]]:
-    """(relative posix path, path) for every regular file under `directory`, sorted;
-    links are followed only when they stay inside `base`."""
+    """(relative posix path, the file it names) for what a directory output stores,
+    sorted: its regular files, and its links to regular files inside `base`."""
     found: list[tuple[str, Path]] = []
-    for dirpath, dirnames, filenames in os.walk(directory, followlinks=False):
+    for dirpath, _dirnames, filenames in os.walk(directory, followlinks=False):
         here = Path(dirpath)
-        for d in list(dirnames):
-            p = here / d
-            if p.is_symlink():
-                dirnames.remove(d)
-                if _inside(p, base):  # a link to a directory inside: walk it too
-                    found.extend(
-                        (f"{p.relative_to(directory).as_posix()}/{r}", q)
-                        for r, q in _files(p.resolve(), base)
-                    )
         for name in filenames:
             p = here / name
-            if p.is_symlink() and not _inside(p, base):
-                continue
-            if p.is_file():
-                found.append((p.relative_to(directory).as_posix(), p))
+            target = _real_inside(p, base) if p.is_symlink() else p
+            if target is not None and target.is_file():
+                found.append((p.relative_to(directory).as_posix(), target))
     return sorted(found)
+
+
+def _listing(path: Path, base: Path) -> tuple[Path, list[tuple[str, Path]]]:
+    """(the output's real path, the files it stores: ("", itself) for a file)."""
+    real = _real_inside(path, base)
+    if real is None:
+        if path.exists():
+            raise OutputError(f"{path} links outside the outputs directory")
+        raise OutputError(f"{path} was not written")
+    if real.is_file():
+        return real, [("", real)]
+    if real.is_dir():
+        return real, _files(real, base)
+    raise OutputError(f"{path} is neither a regular file nor a directory")
+
+
+def _hash_listing(files: list[tuple[str, Path]], seen: dict[tuple[int, int], tuple[int, str]],
+                  ) -> tuple[int, str]:
+    """(bytes, digest) of a listing; `seen` hashes a file with several names once."""
+    def sha(p: Path) -> tuple[int, str]:
+        st = os.stat(p)
+        ident = (st.st_dev, st.st_ino)
+        if ident not in seen:
+            seen[ident] = _file_sha(p)
+        return seen[ident]
+
+    if len(files) == 1 and files[0][0] == "":
+        return sha(files[0][1])
+    h = hashlib.sha256()
+    total = 0
+    for rel, p in files:
+        size, digest_ = sha(p)
+        total += size
+        h.update(f"{rel}\0{size}\0{digest_}\n".encode())
+    return total, h.hexdigest()
+
+
+def _listed_bytes(files: list[tuple[str, Path]]) -> int:
+    return sum(os.stat(p).st_size for _, p in files)
 
 
 def digest(path: Path, base: Path) -> tuple[int, str]:
     """(size in bytes, sha256 hex) of a file or a directory under `base`."""
-    if path.is_symlink() and not _inside(path, base):
-        raise OutputError(f"{path} links outside the outputs directory")
-    if path.is_file():
-        return _file_sha(path)
-    if not path.is_dir():
-        raise OutputError(f"{path} was not written")
-    h = hashlib.sha256()
-    total = 0
-    for rel, p in _files(path, base):
-        size, sha = _file_sha(p)
-        total += size
-        h.update(f"{rel}\0{size}\0{sha}\n".encode())
-    return total, h.hexdigest()
+    _, files = _listing(path, base)
+    return _hash_listing(files, {})
 
 
-def collect(outputs_dir: Path, declared: tuple[Output, ...]) -> dict[str, dict]:
-    """The `status.outputs` record of every declared output; `OutputError` names the
-    first output that was not written."""
-    result: dict[str, dict] = {}
+def collect(outputs_dir: Path, declared: tuple[Output, ...],
+            max_bytes: int | None = None) -> dict[str, dict]:
+    """The `status.outputs` record of every declared output. `OutputError` names the
+    first output that was not written or leads out of `outputs_dir`; `OutputTooLarge`
+    says the outputs name more than `max_bytes` (checked before anything is hashed)."""
+    listed: list[tuple[Output, Path, list[tuple[str, Path]]]] = []
     for out in declared:
         try:
             rel = out.relative
         except SpecError as exc:
             raise OutputError(str(exc)) from None
         path = outputs_dir / rel if rel else outputs_dir
-        if not path.exists() and not path.is_symlink():
-            raise OutputError(f"output {out.name!r} ({out.path}) was not written")
-        size, sha = digest(path, outputs_dir)
+        listed.append((out, *_listing(path, outputs_dir)))
+    total = sum(_listed_bytes(files) for _, _, files in listed)
+    if max_bytes is not None and total > max_bytes:
+        raise OutputTooLarge(
+            f"the declared outputs hold {total} bytes (a file counts once for each of its "
+            f"names), more than the local backend's maxOutputBytes ({max_bytes})")
+    seen: dict[tuple[int, int], tuple[int, str]] = {}
+    result: dict[str, dict] = {}
+    for out, real, files in listed:
+        size, sha = _hash_listing(files, seen)
         result[out.name] = {
             "path": out.path,
             "size": size,
             "sha256": sha,
-            "type": "directory" if path.is_dir() else "file",
+            "type": "directory" if real.is_dir() else "file",
         }
     return result
 
@@ -116,16 +159,27 @@ def _copy_tree(src: Path, dest: Path, base: Path) -> None:
         shutil.copyfile(p, target)
 
 
+def _stored(run: RunDir, key: ResourceKey, output_name: str, record: dict) -> Path:
+    """The real path of a recorded output, checked again to lie inside the outputs."""
+    rel = Output(output_name, record["path"]).relative
+    real = _real_inside(run.outputs / rel if rel else run.outputs, run.outputs)
+    if real is None:
+        raise PermanentError(f"{key.short}:outputs/{output_name} is no longer inside the "
+                             "Job's outputs directory; the stored output changed after the "
+                             "Job finished")
+    return real
+
+
 def output_path(root: Path, key: ResourceKey, output_name: str) -> Path:
     """Where a succeeded Job's stored output is on this machine (a Pipeline stage's input
-    `path`). Raises NotFoundError when the Job or the output is not stored."""
+    `path`). Raises NotFoundError when the Job or the output is not stored, and
+    PermanentError when it no longer lies inside the Job's outputs directory."""
     run = RunDir.for_key(Path(root), key)
     status = read_json(run.status) if run.exists() else None
     record = ((status or {}).get("outputs") or {}).get(output_name)
     if record is None:
         raise NotFoundError(f"{key.short} has no stored output {output_name!r}")
-    rel = Output(output_name, record["path"]).relative
-    return run.outputs / rel if rel else run.outputs
+    return _stored(run, key, output_name, record)
 
 
 def copy_output(
@@ -146,14 +200,14 @@ def copy_output(
             "stored when the Job succeeds)"
         )
     rel = Output(output_name, record["path"]).relative
-    src = run.outputs / rel if rel else run.outputs
+    src = _stored(run, key, output_name, record)
     dest = Path(dest)
     if dest.is_dir():
-        dest = dest / (src.name if rel else output_name)
+        dest = dest / (Path(rel).name if rel else output_name)
     tmp = dest.with_name(f".{dest.name}.partial")
     if tmp.exists():
         shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink()
-    if record.get("type") == "directory" or src.is_dir():
+    if src.is_dir():
         _copy_tree(src, tmp, run.outputs)
     else:
         tmp.parent.mkdir(parents=True, exist_ok=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from providers.local.runuser import RunUser
 READ_CHUNK = 1 << 16
 PUMP_BUDGET = 1 << 20  # bytes read from one run per pass, so that no run starves the loop
 END_WAIT_SECONDS = 30.0
+UNITS_CHUNK = 1 << 20  # the most of a units file held in memory at once
 
 
 class Lease(Protocol):
@@ -205,17 +207,31 @@ class Run:
         return True
 
     def count_units(self) -> int:
-        """Read units reported since the last call; returns how many are new."""
+        """Read units reported since the last call; returns how many are new. The file is
+        the run's: anything but a regular file is never read (a FIFO would block), and
+        it is read a bounded chunk at a time (a line longer than a chunk is skipped)."""
         try:
-            fd = os.open(self.units_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(self.units_path,
+                         os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             return 0
-        with os.fdopen(fd, "rb") as f:
-            f.seek(self._units_offset)
-            chunk = f.read()
-        complete = chunk.rfind(b"\n") + 1
-        self._units_offset += complete
-        new = chunk[:complete].count(b"\n")
+        new = 0
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return 0
+            while chunk := os.pread(fd, UNITS_CHUNK, self._units_offset):
+                complete = chunk.rfind(b"\n") + 1
+                if complete:
+                    new += chunk[:complete].count(b"\n")
+                elif len(chunk) == UNITS_CHUNK:
+                    complete = len(chunk)  # no unit record is this long: skip it
+                else:
+                    break  # a line still being written
+                self._units_offset += complete
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
         self.units += new
         return new
 
