@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from providers.local import child, limits, procs
+from providers.local import child, limits, procs, sandbox
 from providers.local.launch import Launch
 from providers.local.logsink import LogSink
 from providers.local.runuser import RunUser
@@ -283,6 +283,19 @@ def _log_tail_shows_allocation_failure(path: Path) -> bool:
     return any(marker in tail for marker in limits.ALLOCATION_FAILURES)
 
 
+def _args_file(args: list[str]) -> int:
+    """A memory file holding `args` NUL-separated, for bubblewrap's `--args FD`: values
+    (the run's environment, secrets passed through included) stay out of its argv, which
+    every user of the host can read in /proc."""
+    fd = os.memfd_create("nodus-bwrap-args", os.MFD_CLOEXEC)
+    data = b"".join(a.encode() + b"\0" for a in args)
+    done = 0
+    while done < len(data):
+        done += os.write(fd, data[done:])
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
 def start(
     launch: Launch,
     *,
@@ -312,32 +325,33 @@ def start(
     log = LogSink(log_path, max_log_bytes)
     read_end, write_end = os.pipe2(os.O_CLOEXEC)
     os.set_blocking(read_end, False)
-    status_fd = None
-    argv = launch.argv
+    fds: list[int] = []  # passed to bubblewrap, closed here once it started
+    argv, env = launch.argv, launch.env
     contained = launch.contained
-    if contained:
-        status_fd = os.open(status_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC,
-                            0o600)
-        argv = [argv[0], "--json-status-fd", str(status_fd), *argv[1:]]
     preexec = child.make_preexec(user=user if contained else None, stage=launch.stage,
                                  cgroup=cgroup, address_space=rlimit, file_size=max_file_bytes)
     try:
         try:
+            if contained:
+                fds.append(os.open(status_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+                                   | os.O_CLOEXEC, 0o600))
+                fds.append(_args_file(sandbox.env_args(launch.env)))
+                argv = [argv[0], "--args", str(fds[1]), "--json-status-fd", str(fds[0]),
+                        *argv[1:]]
+                env = {}  # bubblewrap's own: the run's comes through --args
             proc = subprocess.Popen(
-                argv, env=launch.env, cwd=launch.cwd, stdin=subprocess.DEVNULL,
+                argv, env=env, cwd=launch.cwd, stdin=subprocess.DEVNULL,
                 stdout=write_end, stderr=write_end, start_new_session=True,
-                preexec_fn=preexec, pass_fds=(status_fd,) if status_fd is not None else ())
-        except (OSError, subprocess.SubprocessError) as exc:
+                preexec_fn=preexec, pass_fds=tuple(fds))
+        except (OSError, ValueError, subprocess.SubprocessError) as exc:
             log.write(f"nodus: cannot start {argv[0]!r}: {exc}\n".encode())
-            if status_fd is not None:
-                os.close(status_fd)
-            status_fd, contained = None, False
+            contained = False
             proc = subprocess.Popen(["/bin/sh", "-c", "exit 127"], stdin=subprocess.DEVNULL,
                                     stdout=write_end, stderr=write_end, start_new_session=True)
     finally:
         os.close(write_end)
-        if status_fd is not None:
-            os.close(status_fd)
+        for fd in fds:
+            os.close(fd)
     return Run(
         index=index,
         attempt=attempt,

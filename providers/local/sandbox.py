@@ -161,6 +161,19 @@ def bwrap_argv(
     return argv, stage
 
 
+def env_args(env: dict[str, str]) -> list[str]:
+    """bubblewrap arguments that give the run exactly `env`. bubblewrap itself starts
+    with an empty environment: a manifest's LD_PRELOAD, LD_LIBRARY_PATH or GCONV_PATH
+    must never reach the loader of the program that builds the sandbox."""
+    args = ["--clearenv"]
+    for name, value in env.items():
+        if "\0" in name or "\0" in value or "=" in name:
+            raise ValueError(f"the environment variable {name.split(chr(0))[0]!r} cannot be "
+                             "passed (a NUL character, or '=' in its name)")
+        args += ["--setenv", name, value]
+    return args
+
+
 def job_mounts(run_outputs: Path, run_work: Path, run_units: Path, inputs: list[tuple[str, str]],
                source: tuple[Path, str] | None, extra_roots: list[str]) -> list[Mount]:
     """The mounts every run of a Job shares (its index's state is added per run)."""

@@ -247,8 +247,13 @@ def parse_job(manifest: dict[str, Any]) -> JobSpec:
     if not command or not all(isinstance(c, str | int | float) for c in command):
         raise SpecError("spec.command: a non-empty list of arguments is required")
     command = [str(c) for c in command] + [str(a) for a in spec.get("args") or []]
+    if any("\0" in arg for arg in command):
+        raise SpecError("spec.command: an argument cannot hold a NUL character")
     env, dropped = [], []
     for name, value in _env_pairs(spec.get("env")):
+        if "\0" in name or "\0" in value or "=" in name:
+            raise SpecError(f"spec.env.{name.split(chr(0))[0]}: a name cannot hold '=' and "
+                            "neither a name nor a value can hold a NUL character")
         if name.startswith("NODUS_") and not name.startswith("NODUS_PARAM_"):
             dropped.append(name)
         else:
