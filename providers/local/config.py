@@ -144,6 +144,9 @@ class LocalConfig:
             raise ValueError(f"sandbox: {self.sandbox!r} (use bubblewrap or none)")
         if self.network not in NETWORKS:
             raise ValueError(f"network: {self.network!r} (use shared or none)")
+        if self.network == "none" and self.sandbox == "none":
+            raise ValueError("network: none needs sandbox: bubblewrap (without a sandbox, runs "
+                             "use the host's network)")
         for name, key in (("max_log_bytes", "maxLogBytes"), ("max_output_bytes", "maxOutputBytes"),
                           ("min_free_bytes", "minFreeBytes")):
             value = parse_memory(getattr(self, name), key)

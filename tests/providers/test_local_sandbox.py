@@ -188,6 +188,8 @@ def test_sandbox_none_is_explicit_and_visible(local_factory, tmp_path, monkeypat
     ({"maxOutputBytes": 0}, "providers.local.maxOutputBytes: 0 must be more than 0"),
     ({"passEnv": "HF_TOKEN"}, "providers.local.passEnv: 'HF_TOKEN' is not a list"),
     ({"useBubblewrap": True}, "providers.local.useBubblewrap: replaced by sandbox"),
+    ({"sandbox": "none", "network": "none"},
+     "providers.local.network: none needs sandbox: bubblewrap"),
 ])
 def test_settings_that_cannot_work_name_the_setting(settings, words):
     with pytest.raises(ConfigError) as caught:
