@@ -7,9 +7,10 @@ https:// URL, never a path on this machine, and a ref never starts with `-`. Git
 inside the run's sandbox, as the run user, in namespaces of its own with the network
 shared: every call restricts transports to https (`protocol.allow=never`,
 `protocol.https.allow=always`) and puts `--` before its positional arguments, and the
-objects land on a tmpfs the size of the compressed limit. Its archive streams out to
-the supervisor, which unpacks it entry by entry with tarfile's `data` filter, counting
-entries and bytes as they come.
+objects land on a tmpfs the size of the compressed limit. The archive is unpacked in
+the same sandbox (`untar.py`, tarfile's `data` filter, counting entries and bytes as
+they come), where the checkout is the only writable directory of the host: a server
+can send trees no honest host would, and the filter has had bypasses.
 """
 
 from __future__ import annotations
@@ -17,15 +18,16 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
-import tarfile
+import sys
 import tempfile
 import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from providers.local import child, sandbox
+from providers.local import child, procs, sandbox, untar
 from providers.local.sandbox import Mount, Sandbox
 from providers.local.spec import GitSource
 
@@ -35,6 +37,9 @@ MAX_ENTRIES = 10_000
 FETCH_SECONDS = 300.0
 FETCH_DIR = "/nodus/fetch"
 CA_MOUNT = "/nodus/.ca-bundle.pem"
+UNTAR_MOUNT = "/nodus/.untar.py"
+CHECKOUT_MOUNT = "/nodus/checkout"
+UNTAR = str(Path(untar.__file__).resolve())
 
 # GitHub owner names: letters, digits and '-', not starting with '-'; repository names
 # also take '.' and '_', but are never '.' or '..'.
@@ -45,8 +50,9 @@ HTTPS_URL = re.compile(r"^https://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9_.
 # schemas/defs.schema.json says the same (its patterns also refuse a final newline).
 REF = re.compile(r"^(?!-)[^\s\x00-\x1f\x7f]+$")
 
-# $1 git (absolute), $2 the https URL, $3 the ref. The commit goes to stderr's last
-# line, the archive to stdout.
+# $1 git (absolute), $2 the https URL, $3 the ref, $4 Python, $5 untar.py, $6 the
+# checkout, $7 and $8 the entry and byte limits. The commit goes to stderr, then what
+# untar.py says (entries skipped, or why it refused the archive: exit status 4).
 _SCRIPT = r"""
 set -eu
 g() { "$GIT" -c protocol.allow=never -c protocol.https.allow=always "$@"; }
@@ -62,7 +68,14 @@ else
   fi
 fi
 echo "nodus-commit $c" >&2
-g archive --format=tar -- "$c"
+mkfifo archive.fifo
+g archive --format=tar -- "$c" > archive.fifo &
+archiver=$!
+if ! "$4" -I -S "$5" "$6" "$7" "$8" < archive.fifo; then
+  kill "$archiver" 2>/dev/null || true
+  exit 4
+fi
+wait "$archiver"
 """
 
 
@@ -86,47 +99,29 @@ def check_ref(ref: str) -> str:
     return ref
 
 
-def _commit_and_message(err: str) -> tuple[str | None, str]:
-    commit, said = None, []
+def _report(err: str) -> tuple[str | None, int, str]:
+    """(the commit, entries skipped, the last thing said) from the script's stderr."""
+    commit, skipped, said = None, 0, []
     for line in err.splitlines():
         if line.startswith("nodus-commit "):
             commit = line.split()[1]
+        elif line.startswith("nodus-skipped "):
+            skipped = int(line.split()[1])
+        elif line.startswith("nodus-refused "):
+            said.append(line.removeprefix("nodus-refused "))
         elif line.strip():
             said.append(line.strip())
-    return commit, said[-1] if said else ""
+    return commit, skipped, said[-1] if said else ""
 
 
 def extract_limited(stream: IO[bytes], dest: Path, *, max_entries: int = MAX_ENTRIES,
                     max_bytes: int = MAX_EXPANDED) -> int:
-    """Unpack a tar stream into `dest` with tarfile's data filter, refusing it past
-    `max_entries` entries or `max_bytes` of files. Returns how many entries the filter
-    left out (links leaving the checkout, absolute links)."""
-    entries = expanded = skipped = 0
+    """`untar.extract_limited` with the platform's limits; SourceFetchError past one."""
     try:
-        with tarfile.open(fileobj=stream, mode="r|") as tar:
-            for member in tar:
-                entries += 1
-                if entries > max_entries:
-                    raise SourceFetchError(f"the source has more than {max_entries} entries")
-                if member.isfile():
-                    expanded += member.size
-                    if expanded > max_bytes:
-                        raise SourceFetchError(
-                            f"the source expands to more than {max_bytes >> 20} MiB")
-                try:
-                    tar.extract(member, dest, filter="data")
-                except tarfile.FilterError:
-                    skipped += 1
-    except tarfile.TarError as exc:
-        raise SourceFetchError(f"the source archive is not readable: {exc}") from None
-    return skipped
-
-
-def _chown_tree(root: Path, uid: int, gid: int) -> None:
-    os.chown(root, uid, gid)
-    for dirpath, dirnames, filenames in os.walk(root):
-        for name in dirnames + filenames:
-            os.chown(os.path.join(dirpath, name), uid, gid, follow_symlinks=False)
+        return untar.extract_limited(stream, dest, max_entries=max_entries,
+                                     max_bytes=max_bytes)
+    except untar.ArchiveRefused as exc:
+        raise SourceFetchError(str(exc)) from None
 
 
 def fetch(source: GitSource, dest: Path, sb: Sandbox, git: str | None,
@@ -145,25 +140,30 @@ def fetch(source: GitSource, dest: Path, sb: Sandbox, git: str | None,
                    GIT_CONFIG_VALUE_0=CA_MOUNT if sb.contained else ca_bundle)
     work = Path(tempfile.mkdtemp(prefix=".fetch-", dir=dest.parent))
     unpacked = work / "files"
-    unpacked.mkdir()
+    unpacked.mkdir(mode=0o700)
+    limits = [str(MAX_ENTRIES), str(MAX_EXPANDED)]
     try:
         if sb.contained:
             if not git.startswith("/usr/"):
                 raise SourceFetchError(f"git ({git}) is outside /usr: the sandbox cannot run it")
-            mounts = [Mount(ca_bundle, CA_MOUNT)] if ca_bundle else []
+            if sb.user.switch:
+                os.chown(unpacked, sb.user.uid, sb.user.gid)
+            mounts = [Mount(UNTAR, UNTAR_MOUNT), Mount(str(unpacked), CHECKOUT_MOUNT, True)]
+            if ca_bundle:
+                mounts.append(Mount(ca_bundle, CA_MOUNT))
             argv, stage = sandbox.bwrap_argv(sb, mounts, cwd="/", tmp_bytes=16 << 20,
                                              share_net=True)
             argv = [*argv, "--size", str(MAX_COMPRESSED), "--tmpfs", FETCH_DIR, "--chdir",
-                    FETCH_DIR, "--", "/bin/sh", "-c", _SCRIPT, "nodus-fetch", git, url, ref]
+                    FETCH_DIR, "--", "/bin/sh", "-c", _SCRIPT, "nodus-fetch", git, url, ref,
+                    sys.executable, UNTAR_MOUNT, CHECKOUT_MOUNT, *limits]
             preexec, cwd = child.make_preexec(user=sb.user, stage=stage), "/"
         else:
             scratch = work / "git"
             scratch.mkdir()
-            argv = ["/bin/sh", "-c", _SCRIPT, "nodus-fetch", git, url, ref]
+            argv = ["/bin/sh", "-c", _SCRIPT, "nodus-fetch", git, url, ref, sys.executable,
+                    UNTAR, str(unpacked), *limits]
             preexec, cwd = child.make_preexec(user=None), str(scratch)
-        commit, skipped = _run(argv, env, cwd, preexec, unpacked)
-        if sb.user.switch:
-            _chown_tree(unpacked, sb.user.uid, sb.user.gid)
+        commit, skipped = _run(argv, env, cwd, preexec)
         if dest.exists():
             shutil.rmtree(dest)
         os.replace(unpacked, dest)
@@ -172,34 +172,23 @@ def fetch(source: GitSource, dest: Path, sb: Sandbox, git: str | None,
     return {"repo": source.repo, "ref": source.ref, "commit": commit}, skipped
 
 
-def _run(argv: list[str], env: dict[str, str], cwd: str, preexec: Callable[[], None],
-         dest: Path) -> tuple[str, int]:
-    """Run the fetch script, unpacking its archive into `dest`: (commit, skipped)."""
-    failure: SourceFetchError | None = None
-    skipped = 0
+def _run(argv: list[str], env: dict[str, str], cwd: str,
+         preexec: Callable[[], None]) -> tuple[str, int]:
+    """Run the fetch script: (commit, entries skipped)."""
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=err, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
                                 preexec_fn=preexec)
-        timer = threading.Timer(FETCH_SECONDS, proc.kill)
+        timer = threading.Timer(FETCH_SECONDS, procs.signal_group, (proc.pid, signal.SIGKILL))
         timer.start()
         try:
-            assert proc.stdout is not None
-            try:
-                skipped = extract_limited(proc.stdout, dest)
-            except SourceFetchError as exc:
-                proc.kill()
-                failure = exc
-            proc.stdout.close()
             rc = proc.wait()
         finally:
             timer.cancel()
         err.seek(0)
-        commit, message = _commit_and_message(err.read().decode(errors="replace"))
-    if commit is None or (rc != 0 and failure is None):
-        if "No space left" in message:
+        commit, skipped, message = _report(err.read().decode(errors="replace"))
+    if commit is None or rc != 0:
+        if rc != untar.REFUSED and "No space left" in message:
             message = f"the source is larger than {MAX_COMPRESSED >> 20} MiB compressed"
         raise SourceFetchError(message or f"git exited with code {rc}")
-    if failure is not None:
-        raise failure
     return commit, skipped

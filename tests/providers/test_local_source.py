@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
 import sys
 import tarfile
 from pathlib import Path
@@ -110,6 +112,60 @@ def test_a_source_of_more_than_ten_thousand_entries_is_refused(local_factory, ht
     assert (failed.phase, failed.reason) == ("Failed", "StorageUnavailable")
     assert f"more than {MAX_ENTRIES} entries" in failed.message
     assert not local.run(k).source.exists()
+
+
+def _object(bare: Path, kind: str, data: bytes) -> str:
+    """Write a Git object as given, without git's own checks (a hostile server's)."""
+    return subprocess.run(["git", "-C", str(bare), "hash-object", "-t", kind, "--literally",
+                           "-w", "--stdin"], input=data, capture_output=True,
+                          check=True).stdout.decode().strip()
+
+
+def _crafted_repo(bare: Path, escape_to: str) -> None:
+    """A repository no honest Git host serves: trees with an entry named twice (a link
+    and a directory), laid out as in CVE-2025-4517 so that its archive, unpacked with a
+    vulnerable `data` filter, writes `escape/pwned` at `escape_to` (relative to the
+    checkout) through links too long for the filter to follow."""
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+
+    def tree(entries: list[tuple[str, str, str]]) -> str:
+        return _object(bare, "tree", b"".join(f"{mode} {name}".encode() + b"\0" +
+                                              bytes.fromhex(sha) for mode, name, sha in entries))
+
+    def link(target: str) -> str:
+        return _object(bare, "blob", target.encode())
+
+    comp, steps = "d" * 240, "abcdefghijklmnop"
+    via = tree([("120000", "l" * 254, link("/".join([".."] * len(steps))))])
+    for step in reversed(steps[1:]):
+        via = tree([("40000", step, via)])
+    deep = tree([("100644", "keep", _object(bare, "blob", b""))])
+    for i in reversed(range(len(steps) - 1)):
+        deep = tree([("120000", steps[i + 1], link(comp)), ("40000", comp, deep)])
+    target = "/".join(steps) + "/" + "l" * 254 + "/" + escape_to
+    loot = tree([("100644", "pwned", _object(bare, "blob", b"written outside\n"))])
+    root = tree([("40000", comp, deep), ("120000", "a", link(comp)), ("40000", "a", via),
+                 ("120000", "escape", link(target)), ("40000", "escape", loot)])
+    ident = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b", "GIT_COMMITTER_NAME": "a",
+             "GIT_COMMITTER_EMAIL": "a@b"}
+    commit = subprocess.run(["git", "-C", str(bare), "commit-tree", root, "-m", "x"],
+                            capture_output=True, check=True, text=True,
+                            env={**os.environ, **ident}).stdout.strip()
+    subprocess.run(["git", "-C", str(bare), "update-ref", "refs/heads/main", commit],
+                   check=True)
+
+
+@bwrap_only
+def test_a_crafted_tree_never_writes_outside_the_checkout(local_factory, https_git):
+    _crafted_repo(https_git.root / "crafted.git", "../..")  # the run directory
+    local = local_factory(git_ca_bundle=str(https_git.ca))
+    k = local.create("crafted", command=["true"],
+                     source={"git": {"repo": https_git.url_for("crafted"), "ref": "main"}})
+    done = local.wait(k, timeout=120)
+    assert done.phase == "Succeeded", done  # what it wrote outside went with the sandbox
+    run = local.run(k)
+    assert not (run.path / "pwned").exists()
+    assert [p for p in run.path.rglob("pwned") if run.source not in p.parents] == []
 
 
 def _tar(entries: list[tuple[str, bytes | str]]) -> io.BytesIO:
