@@ -12,7 +12,7 @@ from typing import Any
 from providers.local import jobstate, placement
 from providers.local.placement import Placement
 from providers.local.rundir import RunDir
-from providers.local.runtime import venv_roots
+from providers.local.runtime import holding, venv_roots
 from providers.local.sandbox import Sandbox
 from providers.local.spec import JobSpec
 from reconciler.phases import Reason
@@ -82,6 +82,12 @@ def provision(spec: JobSpec, run: RunDir, settings: dict[str, Any], st: dict[str
     if spec.source and (st["source"] is None or not run.source.is_dir()):
         _fetch_source(spec, run, settings, sb, st, emit)
     roots = venv_roots(bin_dir) if bin_dir and sb.contained else []
+    state_dir = os.path.dirname(os.path.abspath(settings["root"]))
+    if (wide := holding(roots, state_dir)) is not None:
+        raise ProvisionError(Reason.IMAGE_PULL_FAILED,
+                             f"image {spec.image} maps to {bin_dir}, whose environment {wide} "
+                             f"holds the state directory {state_dir}: map a virtualenv that "
+                             "holds nothing else")
     place = placement.place(spec, run, sb, bin_dir, roots)
     if first:
         for note in place.notes:

@@ -1,7 +1,8 @@
 """The Python installations a contained run needs besides /usr: the supervisors'
 interpreter (its virtualenv and the Python it was made from) and a mapped image's
 virtualenv with its base Python. They are bound read-only at their own paths, so the
-links inside a virtualenv keep working."""
+links inside a virtualenv keep working, and never when one holds the state directory
+(`holding`): that would bind the database and every run directory into each run."""
 
 from __future__ import annotations
 
@@ -52,3 +53,13 @@ def venv_roots(bin_dir: str) -> list[str]:
     except OSError:
         pass
     return _outside_runtime(roots)
+
+
+def holding(roots: list[str] | tuple[str, ...], path: str | Path) -> str | None:
+    """The first of `roots` that is `path` or a directory above it, else None."""
+    real = os.path.realpath(path)
+    for root in roots:
+        top = os.path.realpath(root)
+        if real == top or real.startswith(top.rstrip("/") + "/"):
+            return root
+    return None

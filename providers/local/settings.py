@@ -20,7 +20,7 @@ from typing import Any
 
 from providers.local import child, gpus, limits, runuser, sandbox
 from providers.local.config import LocalConfig
-from providers.local.runtime import python_roots
+from providers.local.runtime import holding, python_roots
 from providers.local.runuser import RunUser
 
 log = logging.getLogger("nodus_gitops.local")
@@ -53,7 +53,8 @@ def probe(bwrap: str | None, user: RunUser, network: str) -> str | None:
     return None
 
 
-def resolve_sandbox(config: LocalConfig, helpers: dict[str, str | None]) -> sandbox.Sandbox:
+def resolve_sandbox(config: LocalConfig, helpers: dict[str, str | None],
+                    root: Path) -> sandbox.Sandbox:
     if config.sandbox == "none":
         log.warning("local backend: sandbox: none: Jobs run as this process's user and see "
                     "the whole machine")
@@ -62,15 +63,20 @@ def resolve_sandbox(config: LocalConfig, helpers: dict[str, str | None]) -> sand
     user = runuser.resolve(config.run_as_user, config.run_as_group)
     bwrap = helpers["bwrap"]
     problem = probe(bwrap, user, config.network)
+    roots = tuple(python_roots(config.python))
+    state_dir = os.path.dirname(os.path.abspath(root))
+    if not problem and (wide := holding(roots, state_dir)) is not None:
+        problem = (f"the supervisors' Python ({config.python}) is installed in {wide}, which "
+                   f"holds the state directory {state_dir}: every run would see it; keep the "
+                   "state directory outside the Python installation")
     if problem:
         log.error("local backend: %s; Jobs will fail with SandboxUnavailable", problem)
-    return sandbox.Sandbox("bubblewrap", bwrap, config.network, user,
-                           tuple(python_roots(config.python)), problem)
+    return sandbox.Sandbox("bubblewrap", bwrap, config.network, user, roots, problem)
 
 
 def resolve(config: LocalConfig, root: Path) -> dict[str, Any]:
     helpers = {name: find_helper(name) for name in HELPERS}
-    sb = resolve_sandbox(config, helpers)
+    sb = resolve_sandbox(config, helpers, root)
     detected = gpus.detect(helpers["nvidia-smi"]) if config.detect_gpus else []
     slots = gpus.all_slots(config.gpu_slots, detected)
     parent = limits.cgroup_parent() if config.use_cgroups is not False else None

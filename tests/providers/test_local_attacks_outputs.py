@@ -213,3 +213,24 @@ def test_many_empty_files_count_against_the_output_cap(local_factory):
     done = local.wait(k, timeout=40)
     assert (done.phase, done.reason) == ("Failed", "OutputLimitExceeded"), done
     assert read_json(local.run(k).status)["runs"] == {}
+
+
+def test_an_image_whose_directory_holds_the_state_is_refused(tmp_path):
+    """An image mapped to a virtualenv that also holds the state directory would bind
+    the state (the database, other Jobs' run directories) into every run of it."""
+    from tests.providers.conftest import Local, local_config
+
+    state = tmp_path / "srv" / "state"
+    state.mkdir(parents=True)
+    (state / "state.db").write_text("SQLite format 3")
+    (tmp_path / "srv" / "bin").mkdir()
+    local = Local(state / "local", local_config(images={"wide": str(tmp_path / "srv" / "bin")}))
+    try:
+        k = local.create("wide", command=[sys.executable, "-c", f"print(open("
+                                          f"{str(state / 'state.db')!r}).read())"],
+                         image="wide")
+        done = local.wait(k)
+    finally:
+        local.cleanup()
+    assert (done.phase, done.reason) == ("Failed", "ImagePullFailed"), local.log(k)
+    assert "state directory" in done.message and local.log(k) == ""

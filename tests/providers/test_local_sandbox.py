@@ -253,3 +253,21 @@ def test_a_reconciler_that_is_not_root_contains_runs_with_its_own_uid():
         assert (uid, pids, sees_root) == (65534, ["1", "2"], False)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@bwrap_only
+def test_a_supervisor_python_that_holds_the_state_directory_is_a_sandbox_problem(tmp_path):
+    """Runs see the supervisors' Python installation: one holding the state directory
+    (a service installed as /srv/nodus with its state in /srv/nodus/state) would show
+    them the database and every run directory."""
+    from providers.local.config import LocalConfig
+    from providers.local.settings import find_helper, resolve_sandbox
+
+    srv = tmp_path / "srv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(srv)], check=True)
+    config = LocalConfig(python=str(srv / "bin" / "python"), detect_gpus=False)
+    sb = resolve_sandbox(config, {"bwrap": find_helper("bwrap")}, srv / "state" / "local")
+    assert sb.problem is not None and "holds the state directory" in sb.problem
+    elsewhere = resolve_sandbox(config, {"bwrap": find_helper("bwrap")},
+                                tmp_path / "state" / "local")
+    assert elsewhere.problem is None and str(srv) in elsewhere.runtime
