@@ -7,7 +7,8 @@ its supervisor. Its root is a fresh tmpfs holding only:
 - the runtime, read-only: /usr with the /bin, /lib* links (or directories) of the host,
   the parts of /etc that programs need (no shadow, no sudoers, no host keys), the
   Python the supervisors run (and the one each mapped image was made from);
-- a /proc and /dev of its own and a private /tmp (at most resources.memory);
+- a /proc and /dev of its own, a private /tmp and /dev/shm (each at most
+  resources.memory); the root and /dev themselves are read-only;
 - its Job's /nodus/outputs, /nodus/work, /nodus/state (its index's only), the units
   file directory, the source checkout, the `nodus` shim read-only, and read-only
   /nodus/inputs/<name>.
@@ -133,16 +134,22 @@ def bwrap_argv(
     tmp_bytes: int,
     devices: list[str] = (),  # type: ignore[assignment]
     share_net: bool | None = None,
+    scratch: tuple[tuple[str, int], ...] = (),
 ) -> tuple[list[str], list[str]]:
     """(bubblewrap's argv up to its `--`, the host paths the child stages for it).
 
     Sources are staged when the child drops from root to the run user (they may lie
-    where that user cannot go); the argv then names their staged paths."""
+    where that user cannot go); the argv then names their staged paths. `scratch` adds
+    tmpfs mounts (path, bytes). The root and /dev, tmpfs without a size, are remounted
+    read-only last: only /tmp, /dev/shm, the scratch mounts and the writable binds take
+    what a run writes."""
     assert sandbox.bwrap is not None
     net = sandbox.network == "shared" if share_net is None else share_net
+    tmp = str(max(tmp_bytes, 1 << 20))
     argv = [sandbox.bwrap, "--unshare-all", *(["--share-net"] if net else []),
             "--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev",
-            "--size", str(max(tmp_bytes, 1 << 20)), "--tmpfs", RUN_TMP, *runtime_args()]
+            "--size", tmp, "--tmpfs", "/dev/shm", "--size", tmp, "--tmpfs", RUN_TMP,
+            *runtime_args()]
     stage: list[str] = []
 
     def source(path: str) -> str:
@@ -157,7 +164,9 @@ def bwrap_argv(
         argv += ["--bind" if m.writable else "--ro-bind", source(m.source), m.dest]
     for dev in devices:
         argv += ["--dev-bind-try", dev, dev]
-    argv += ["--chdir", cwd]
+    for path, size in scratch:
+        argv += ["--size", str(size), "--tmpfs", path]
+    argv += ["--remount-ro", "/dev", "--remount-ro", "/", "--chdir", cwd]
     return argv, stage
 
 

@@ -151,10 +151,10 @@ def fetch(source: GitSource, dest: Path, sb: Sandbox, git: str | None,
             mounts = [Mount(UNTAR, UNTAR_MOUNT), Mount(str(unpacked), CHECKOUT_MOUNT, True)]
             if ca_bundle:
                 mounts.append(Mount(ca_bundle, CA_MOUNT))
-            argv, stage = sandbox.bwrap_argv(sb, mounts, cwd="/", tmp_bytes=16 << 20,
-                                             share_net=True)
-            argv = [*argv, "--size", str(MAX_COMPRESSED), "--tmpfs", FETCH_DIR, "--chdir",
-                    FETCH_DIR, "--", "/bin/sh", "-c", _SCRIPT, "nodus-fetch", git, url, ref,
+            argv, stage = sandbox.bwrap_argv(sb, mounts, cwd=FETCH_DIR, tmp_bytes=16 << 20,
+                                             share_net=True,
+                                             scratch=((FETCH_DIR, MAX_COMPRESSED),))
+            argv = [*argv, "--", "/bin/sh", "-c", _SCRIPT, "nodus-fetch", git, url, ref,
                     sys.executable, UNTAR_MOUNT, CHECKOUT_MOUNT, *limits]
             preexec, cwd = child.make_preexec(user=sb.user, stage=stage), "/"
         else:

@@ -5,6 +5,7 @@ read or copied and that the supervisor keeps control of the Job."""
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from pathlib import Path
@@ -234,3 +235,33 @@ def test_an_image_whose_directory_holds_the_state_is_refused(tmp_path):
         local.cleanup()
     assert (done.phase, done.reason) == ("Failed", "ImagePullFailed"), local.log(k)
     assert "state directory" in done.message and local.log(k) == ""
+
+
+# Writes a little everywhere in the sandbox's own file systems and reports their sizes.
+SCRATCH = """
+import json, os
+seen = {}
+for d in ("/", "/nodus", "/dev", "/dev/shm", "/tmp"):
+    path = os.path.join(d, "scratch")
+    try:
+        with open(path, "wb") as f:
+            f.write(b"x" * 4096)
+        os.unlink(path)
+        st = os.statvfs(d)
+        seen[d] = st.f_blocks * st.f_frsize
+    except OSError as exc:
+        seen[d] = exc.strerror
+print(json.dumps(seen))
+"""
+
+
+def test_only_tmp_and_dev_shm_take_memory_and_both_are_capped(local):
+    """The sandbox's root and /dev are tmpfs: writable, they would hold whatever a run
+    writes in RAM, past /tmp's cap and any output cap."""
+    k = local.create("scratch", SCRATCH, resources={"memory": "256Mi"})
+    done = local.wait(k)
+    assert done.phase == "Succeeded", local.log(k)
+    seen = json.loads(local.log(k))
+    assert {d: seen[d] for d in ("/", "/nodus", "/dev")} == dict.fromkeys(
+        ("/", "/nodus", "/dev"), "Read-only file system")
+    assert seen["/tmp"] == seen["/dev/shm"] == 256 << 20
