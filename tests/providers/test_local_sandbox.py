@@ -119,6 +119,53 @@ def test_the_network_is_shared_unless_the_config_says_none(local_factory, listen
     assert done.status["network"] == network
 
 
+ABSTRACT = """
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(b"\\0" + sys.argv[1].encode())
+    print(s.recv(5).decode())
+except OSError as exc:
+    print(type(exc).__name__)
+"""
+
+
+@bwrap_only
+@pytest.mark.parametrize(("network", "expected"), [("shared", "hello"),
+                                                   ("none", "ConnectionRefusedError")])
+def test_abstract_unix_sockets_of_the_host_go_with_the_network(local_factory, network,
+                                                               expected):
+    """Abstract Unix sockets belong to the network namespace: a shared network shares
+    the host's (a service listening on one is reachable), network: none does not."""
+    name = f"nodus-test-{os.getpid()}-{network}"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(b"\0" + name.encode())
+    server.listen()
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.sendall(b"hello")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        local = local_factory(network=network)
+        k = local.create(f"abstract-{network}", command=[sys.executable, "-c", ABSTRACT, name])
+        assert local.wait(k).phase == "Succeeded", local.log(k)
+        assert local.log(k) == expected
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        server.close()
+
+
 @bwrap_only
 def test_only_the_variables_the_config_names_pass_through(local_factory, monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf-for-runs")
