@@ -160,7 +160,9 @@ def bwrap_argv(
 
     for root in sandbox.runtime:
         argv += ["--ro-bind", source(root), root]
-    for m in mounts:
+    # Parents before what lies below them: a workingDir of /nodus bound last would
+    # cover the Job's own /nodus/outputs, /nodus/state and the shim.
+    for m in sorted(mounts, key=lambda m: m.dest.rstrip("/").count("/")):
         argv += ["--bind" if m.writable else "--ro-bind", source(m.source), m.dest]
     for dev in devices:
         argv += ["--dev-bind-try", dev, dev]

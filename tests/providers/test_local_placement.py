@@ -107,6 +107,25 @@ def test_bubblewrap_gives_each_job_its_own_nodus(local):
         assert (local.run(k).outputs / name).read_text() == name
 
 
+USE_NODUS = """
+import os
+import nodus  # the shim, at /nodus/.shim
+open(os.path.join(os.environ["NODUS_OUTPUTS_DIR"], "r.txt"), "w").write(os.getcwd())
+print(sorted(n for n in os.listdir("/nodus") if not n.startswith(".")))
+"""
+
+
+@pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap is not installed")
+@pytest.mark.parametrize("working_dir", ["/nodus", "/nodus/inputs"])
+def test_a_working_dir_above_the_jobs_mounts_leaves_them_in_place(local, working_dir):
+    k = local.create("above", USE_NODUS, workingDir=working_dir,
+                     outputs=[{"name": "r", "path": "/nodus/outputs/r.txt"}])
+    done = local.wait(k)
+    assert done.phase == "Succeeded", local.log(k)
+    assert (local.run(k).outputs / "r.txt").read_text() == working_dir
+    assert {"outputs", "state"} <= set(json.loads(local.log(k).replace("'", '"')))
+
+
 def test_gpus_reported_by_nvidia_smi_are_real_slots(local_factory, tmp_path, monkeypatch):
     fake = tmp_path / "bin"
     fake.mkdir()
