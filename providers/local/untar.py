@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 REFUSED = 4
+FILTER_SINCE = (3, 11, 4)  # tarfile's extraction filters (PEP 706)
 
 
 class ArchiveRefused(Exception):
@@ -50,6 +51,11 @@ def extract_limited(stream: IO[bytes], dest: Path, *, max_entries: int, max_byte
 
 def main(argv: list[str]) -> int:
     dest, max_entries, max_bytes = Path(argv[0]), int(argv[1]), int(argv[2])
+    if sys.version_info < FILTER_SINCE:  # never unpack without the filter
+        print(f"nodus-refused unpacking a source needs Python 3.11.4 or later (tarfile's data "
+              f"filter); the supervisors run {sys.version.split()[0]} ({sys.executable})",
+              file=sys.stderr)
+        return REFUSED
     try:
         skipped = extract_limited(sys.stdin.buffer, dest, max_entries=max_entries,
                                   max_bytes=max_bytes)

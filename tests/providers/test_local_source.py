@@ -114,6 +114,32 @@ def test_a_source_of_more_than_ten_thousand_entries_is_refused(local_factory, ht
     assert not local.run(k).source.exists()
 
 
+def _python_without_the_data_filter() -> str | None:
+    """/usr/bin/python3 when it predates tarfile's data filter (3.11.4), else None."""
+    python = "/usr/bin/python3"
+    if not os.access(python, os.X_OK):
+        return None
+    done = subprocess.run([python, "-c", "import sys; print(sys.version_info >= (3, 11, 4))"],
+                          capture_output=True, text=True)
+    return python if done.stdout.strip() == "False" else None
+
+
+@bwrap_only
+def test_a_python_without_the_data_filter_never_unpacks_a_source(local_factory, https_git,
+                                                                 tmp_path):
+    old = _python_without_the_data_filter()
+    if old is None:
+        pytest.skip("no Python older than 3.11.4 on this machine")
+    https_git.repo("plain", {"train.py": "print('training')\n"}, tmp_path / "w")
+    local = local_factory(git_ca_bundle=str(https_git.ca), python=old)
+    k = local.create("old-python", command=["true"],
+                     source={"git": {"repo": https_git.url_for("plain"), "ref": "main"}})
+    done = local.wait(k)
+    assert (done.phase, done.reason) == ("Failed", "StorageUnavailable"), done
+    assert "Python 3.11.4 or later" in done.message, done.message
+    assert not local.run(k).source.exists()
+
+
 def _object(bare: Path, kind: str, data: bytes) -> str:
     """Write a Git object as given, without git's own checks (a hostile server's)."""
     return subprocess.run(["git", "-C", str(bare), "hash-object", "-t", kind, "--literally",
