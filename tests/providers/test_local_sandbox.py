@@ -13,6 +13,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -72,75 +73,10 @@ def test_the_run_user_and_group_are_settings(local_factory):
     assert done.status["runAs"].startswith("65533:65532 ")
 
 
-@pytest.fixture
-def listener():
-    """A TCP server on the host's 127.0.0.1 that answers 'hello'."""
-    server = socket.create_server(("127.0.0.1", 0))
-    server.settimeout(0.2)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                continue
-            with conn:
-                conn.sendall(b"hello")
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield server.getsockname()[1]
-    stop.set()
-    thread.join(timeout=5)
-    server.close()
-
-
-CONNECT = """
-import socket, sys
-try:
-    with socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5) as s:
-        print(s.recv(5).decode())
-except OSError as exc:
-    print(type(exc).__name__)
-"""
-
-
-@bwrap_only
-@pytest.mark.parametrize(("network", "expected"), [("shared", "hello"),
-                                                   ("none", "ConnectionRefusedError")])
-def test_the_network_is_shared_unless_the_config_says_none(local_factory, listener, network,
-                                                           expected):
-    local = local_factory(network=network)
-    k = local.create(f"net-{network}", command=[sys.executable, "-c", CONNECT, str(listener)])
-    done = local.wait(k)
-    assert done.phase == "Succeeded", local.log(k)
-    assert local.log(k) == expected
-    assert done.status["network"] == network
-
-
-ABSTRACT = """
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-try:
-    s.connect(b"\\0" + sys.argv[1].encode())
-    print(s.recv(5).decode())
-except OSError as exc:
-    print(type(exc).__name__)
-"""
-
-
-@bwrap_only
-@pytest.mark.parametrize(("network", "expected"), [("shared", "hello"),
-                                                   ("none", "ConnectionRefusedError")])
-def test_abstract_unix_sockets_of_the_host_go_with_the_network(local_factory, network,
-                                                               expected):
-    """Abstract Unix sockets belong to the network namespace: a shared network shares
-    the host's (a service listening on one is reachable), network: none does not."""
-    name = f"nodus-test-{os.getpid()}-{network}"
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(b"\0" + name.encode())
-    server.listen()
+@contextmanager
+def answering_hello(server: socket.socket) -> Iterator[None]:
+    """Answer 'hello' to every connection to the listening `server` until the block
+    ends; then close it."""
     server.settimeout(0.2)
     stop = threading.Event()
 
@@ -156,14 +92,57 @@ def test_abstract_unix_sockets_of_the_host_go_with_the_network(local_factory, ne
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     try:
-        local = local_factory(network=network)
-        k = local.create(f"abstract-{network}", command=[sys.executable, "-c", ABSTRACT, name])
-        assert local.wait(k).phase == "Succeeded", local.log(k)
-        assert local.log(k) == expected
+        yield
     finally:
         stop.set()
         thread.join(timeout=5)
         server.close()
+
+
+@pytest.fixture(params=["127.0.0.1", "abstract"])
+def listener(request):
+    """A server on the host that answers 'hello': TCP on 127.0.0.1, or an abstract Unix
+    socket (abstract sockets belong to the network namespace, like the loopback)."""
+    if request.param == "abstract":
+        name = f"nodus-test-{os.getpid()}-{threading.get_ident()}"
+        server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.bind(b"\0" + name.encode())
+        server.listen()
+        address = f"abstract:{name}"
+    else:
+        server = socket.create_server(("127.0.0.1", 0))
+        address = f"tcp:{server.getsockname()[1]}"
+    with answering_hello(server):
+        yield address
+
+
+CONNECT = """
+import socket, sys
+kind, _, where = sys.argv[1].partition(":")
+try:
+    if kind == "tcp":
+        s = socket.create_connection(("127.0.0.1", int(where)), timeout=5)
+    else:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(b"\\0" + where.encode())
+    with s:
+        print(s.recv(5).decode())
+except OSError as exc:
+    print(type(exc).__name__)
+"""
+
+
+@bwrap_only
+@pytest.mark.parametrize(("network", "expected"), [("shared", "hello"),
+                                                   ("none", "ConnectionRefusedError")])
+def test_the_network_is_shared_unless_the_config_says_none(local_factory, listener, network,
+                                                           expected):
+    local = local_factory(network=network)
+    k = local.create(f"net-{network}", command=[sys.executable, "-c", CONNECT, listener])
+    done = local.wait(k)
+    assert done.phase == "Succeeded", local.log(k)
+    assert local.log(k) == expected
+    assert done.status["network"] == network
 
 
 @bwrap_only
