@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from providers.local.runtime import python_roots
 from providers.registry import local_config
 from reconciler.errors import ConfigError
 from reconciler.phases import FIXES
@@ -45,9 +46,11 @@ def test_a_run_is_contained_as_the_run_user(local):
     seen = json.loads(local.log(k))
     assert (seen["uid"], seen["gid"], seen["groups"]) == (65534, 65534, [])
     assert seen["pids"] == [1, 2]  # bubblewrap's init and the command: nothing of the host
+    # The runtime, the sandbox's own mounts, and the top folder of each Python
+    # installation the run needs (this checkout's virtualenv lies wherever it was cloned).
+    pythons = {Path(root).parts[1] for root in python_roots(sys.executable)}
     assert set(seen["root"]) <= {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32",
-                                 "etc", "proc", "dev", "tmp", "nodus", "work", "root", "opt",
-                                 "home", "srv"}
+                                 "etc", "proc", "dev", "tmp", "nodus"} | pythons
     assert seen["nodus"] == [".shim", ".units", "outputs", "state", "work"]
     assert (seen["cwd"], seen["home"], seen["tmp"]) == ("/nodus/work", "/tmp", True)
     assert done.status["sandbox"] == "bubblewrap" and done.status["network"] == "shared"
