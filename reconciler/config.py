@@ -29,7 +29,7 @@ from reconciler.checks.budget import Budget, budgets_from_settings
 from reconciler.checks.github_app import GitHubApp, git_credentials
 from reconciler.errors import ConfigError
 from reconciler.quantities import parse_duration
-from reconciler.source import Credentials
+from reconciler.source import Credentials, split_userinfo
 
 ENV_PREFIX = "NODUS_GITOPS_"
 DEFAULT_STATE_DIR = ".nodus-gitops"
@@ -40,7 +40,13 @@ _ID = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 @dataclass(frozen=True)
 class Binding:
-    """One repository path feeding one Nodus project through one provider."""
+    """One repository path feeding one Nodus project through one provider.
+
+    `url` never holds a password: a URL given as `https://user:pw@host/repo.git` is kept
+    as `https://host/repo.git` (what the store, the source annotation, checks, the
+    dashboard and logs see), and its user-info is kept apart in `url_credentials`, for
+    `credentials()` alone.
+    """
 
     id: str
     url: str
@@ -60,16 +66,32 @@ class Binding:
     # `credentials: {githubApp: true}`: Git over HTTPS and the GitHub API as the App.
     github_app: GitHubApp | None = field(default=None, compare=False)
     budget: Budget | None = field(default=None, compare=False)  # budgets.<project>
+    # (the URL without user-info, the credentials its user-info gave): set from `url`.
+    # Paired with the URL so that `replace(binding, url=other)` never sends them elsewhere.
+    url_credentials: tuple[str, Credentials] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        url, user, password = split_userinfo(self.url)
+        if user or password:
+            object.__setattr__(self, "url", url)
+            object.__setattr__(self, "url_credentials", (url, Credentials(
+                username=user, password=password,
+                hint=f"check the user and password in the URL of repo binding {self.id!r}")))
 
     def credentials(self) -> Credentials | None:
         """The Git credentials its settings name (a file, an environment prefix, or the
-        GitHub App's installation token for an HTTPS URL)."""
+        GitHub App's installation token for an HTTPS URL), else those its URL carried.
+
+        A credentials setting wins over user-info in the URL, as it always did in the Git
+        source: the setting is what a user changes when authentication fails."""
         if self.github_app is not None and self.url.startswith(("https://", "http://")):
             return git_credentials(self.github_app, split_repo_url(self.url)[1])
         if self.credentials_file:
             return Credentials.from_file(self.credentials_file)
         if self.credentials_env:
             return Credentials.from_env(self.credentials_env)
+        if self.url_credentials is not None and self.url_credentials[0] == self.url:
+            return self.url_credentials[1]
         return None
 
 
@@ -100,8 +122,9 @@ class Settings:
 
 
 _SHARED = ("github_app", "budget")  # set from the top-level sections, not per binding
+_DERIVED = ("url_credentials",)  # taken out of `url`, never a setting of its own
 _CAMEL = {f.name: re.sub(r"_([a-z])", lambda m: m.group(1).upper(), f.name)
-          for f in fields(Binding) if f.name not in _SHARED}
+          for f in fields(Binding) if f.name not in _SHARED + _DERIVED}
 _CREDENTIALS = ("env", "file", "githubApp")
 _SECTIONS = {"credentials": "env, file or githubApp", "checks": "workloads"}  # per binding
 

@@ -245,14 +245,37 @@ def _expanded_size(node: yaml.Node, memo: dict[int, int]) -> int:
     return size
 
 
+class Oversized(bytes):
+    """The content of a file over MAX_FILE_BYTES, never read: empty, with the file's
+    `size`. The Git source sizes a blob from its object header and hands this on rather
+    than inflating 100 MB only to refuse it."""
+
+    size: int
+
+    def __new__(cls, size: int) -> Oversized:
+        content = super().__new__(cls)
+        content.size = size
+        return content
+
+    def __eq__(self, other: object) -> bool:  # two sizes are two contents, not one b""
+        return isinstance(other, Oversized) and other.size == self.size
+
+    def __hash__(self) -> int:
+        return hash((Oversized, self.size))
+
+    def __repr__(self) -> str:
+        return f"Oversized(size={self.size})"
+
+
 def load_documents(file: str, content: bytes | str) -> list[Document]:
     """Every non-empty document in one file. Raises ManifestError (with the line) for
     YAML errors, tags, duplicate keys, alias bombs and oversized files."""
     if isinstance(content, str):
         content = content.encode("utf-8")
-    if len(content) > MAX_FILE_BYTES:
+    size = content.size if isinstance(content, Oversized) else len(content)
+    if size > MAX_FILE_BYTES:
         raise ManifestError(
-            file, 1, f"file is {len(content)} bytes; manifests are limited to {MAX_FILE_BYTES}"
+            file, 1, f"file is {size} bytes; manifests are limited to {MAX_FILE_BYTES}"
         )
     if b"!" in content:
         try:

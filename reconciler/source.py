@@ -27,6 +27,7 @@ import pygit2
 from pygit2.enums import CredentialType, FileMode, RepositoryOpenFlag
 
 from reconciler.errors import ConfigError, SourceError
+from reconciler.manifests import MAX_FILE_BYTES, Oversized
 
 YAML_SUFFIXES = (".yaml", ".yml")
 MAX_AUTH_ATTEMPTS = 3  # libgit2 re-asks forever when a server keeps answering 401
@@ -160,15 +161,15 @@ def redact(url: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
-def _split_url(url: str) -> tuple[str, str | None, str | None]:
-    """(URL to store in the mirror's config, user, password) for any URL git accepts.
+def split_userinfo(url: str) -> tuple[str, str | None, str | None]:
+    """(`url` without its secrets, user, password), user and password percent-decoded.
 
-    HTTP user info moves to the callbacks so no token lands in the mirror's config; an
-    ssh:// user name stays (it is part of the address). Local paths become absolute so
-    the same remote always maps to the same mirror.
+    What is kept is the URL to store, show and annotate; the user-info goes to the
+    credentials only. HTTP loses its whole user-info (the user belongs with the token); an
+    ssh:// user name stays (it is part of the address). scp-like URLs and paths as is.
     """
     if "://" not in url:
-        return (url if _SCP_LIKE.match(url) else str(Path(url).expanduser().resolve())), None, None
+        return url, None, None
     parts = urlsplit(url)
     user = unquote(parts.username) if parts.username else None
     password = unquote(parts.password) if parts.password else None
@@ -176,6 +177,18 @@ def _split_url(url: str) -> tuple[str, str | None, str | None]:
     if parts.scheme == "ssh" and parts.username:
         host = f"{parts.username}@{host}"
     return urlunsplit(parts._replace(netloc=host)), user, password
+
+
+def _split_url(url: str) -> tuple[str, str | None, str | None]:
+    """(URL to store in the mirror's config, user, password) for any URL git accepts.
+
+    User info moves to the callbacks so no token lands in the mirror's config (see
+    `split_userinfo`). Local paths become absolute so the same remote always maps to the
+    same mirror.
+    """
+    if "://" not in url and not _SCP_LIKE.match(url):
+        return str(Path(url).expanduser().resolve()), None, None
+    return split_userinfo(url)
 
 
 # libgit2 waits forever on a remote that accepts a connection and then stalls; these are
@@ -503,7 +516,8 @@ class GitSource:
     # -- the object database -----------------------------------------------------------
 
     def read_tree(self, commit: str, path: str = "") -> dict[str, bytes]:
-        """Every YAML file under `path` at `commit`, keyed by repo-relative POSIX path."""
+        """Every YAML file under `path` at `commit`, keyed by repo-relative POSIX path;
+        one over the manifest limit is an `Oversized` stand-in, never read."""
         prefix = _clean_path(path)
         tree = self._commit(commit).tree
         if prefix:
@@ -522,7 +536,7 @@ class GitSource:
                 if isinstance(entry, pygit2.Tree):  # cheaper than building a FileMode
                     stack.append((name, entry))
                 elif name.endswith(YAML_SUFFIXES) and _is_manifest(name, entry.filemode, ""):
-                    found[name] = entry.data
+                    found[name] = self._content(entry)
         return dict(sorted(found.items()))
 
     def changed_paths(self, old: str, new: str, path: str = "") -> ChangedPaths:
@@ -543,7 +557,8 @@ class GitSource:
         return ChangedPaths(**{change: tuple(sorted(names)) for change, names in found.items()})
 
     def read_blobs(self, commit: str, paths: Iterable[str]) -> dict[str, bytes]:
-        """The contents of `paths` at `commit` (for re-reading only what changed)."""
+        """The contents of `paths` at `commit` (for re-reading only what changed), sizes
+        checked as in `read_tree`."""
         tree = self._commit(commit).tree
         found: dict[str, bytes] = {}
         for path in map(_clean_path, paths):
@@ -553,8 +568,15 @@ class GitSource:
                 raise SourceError(f"'{path}' not found at commit {commit}") from None
             if not isinstance(blob, pygit2.Blob):
                 raise SourceError(f"'{path}' at commit {commit} is not a file")
-            found[path] = blob.data
+            found[path] = self._content(blob)
         return found
+
+    def _content(self, blob: pygit2.Blob) -> bytes:
+        """A blob's bytes, or for one over the manifest limit an `Oversized` sized from
+        its object header: a tree entry is a lazy handle, and its `data` (or `size`)
+        would inflate the whole object first."""
+        size = self._repo.odb.read_header(blob.id)[1]
+        return Oversized(size) if size > MAX_FILE_BYTES else blob.data
 
     def commit_info(self, sha: str) -> CommitInfo:
         commit = self._commit(sha)
