@@ -9,11 +9,11 @@ Deleting something that is already gone is not an error.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from reconciler.errors import NotFoundError
-from reconciler.identity import ResourceKey
+from reconciler.identity import ResourceKey, owned_by
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,9 @@ class Observed:
     status: dict[str, Any] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     annotations: dict[str, str] = field(default_factory=dict)
+    # The manifest as created (ownership labels and annotations included), from what the
+    # backend stored: what a reconciler that lost its state store adopts.
+    manifest: dict[str, Any] | None = None
 
 
 @runtime_checkable
@@ -63,7 +66,8 @@ class Provider(Protocol):
         """The resource's live status, or None when the backend has no such resource."""
 
     def list_owned(self, project: str, instance: str) -> list[Observed]:
-        """Every resource in the project carrying this instance's ownership labels."""
+        """Every resource in the project carrying this instance's ownership labels, each
+        with its `manifest` as created."""
 
 
 Handler = Callable[[str, ResourceKey, Any], Observed | None]
@@ -100,6 +104,7 @@ class FakeProvider:
             phase="Running",
             labels=dict(meta.get("labels", {})),
             annotations=dict(meta.get("annotations", {})),
+            manifest=workload.manifest,
         )
         self.resources[workload.key] = observed
         self.manifests[workload.key] = workload.manifest
@@ -123,4 +128,10 @@ class FakeProvider:
         return self.resources.get(key)
 
     def list_owned(self, project: str, instance: str) -> list[Observed]:
-        return [o for k, o in sorted(self.resources.items()) if k.project == project]
+        owned = []
+        for k, o in sorted(self.resources.items()):
+            manifest = self.manifests.get(k)
+            marks = manifest if manifest is not None else {"metadata": {"labels": o.labels}}
+            if k.project == project and owned_by(marks, instance):
+                owned.append(replace(o, manifest=manifest))
+        return owned

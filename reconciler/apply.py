@@ -31,8 +31,9 @@ from reconciler.identity import (
     MANAGED_BY_VALUE,
     ResourceKey,
 )
-from reconciler.phases import is_terminal
-from reconciler.plan import Action, ActionType, Change, Plan
+from reconciler.phases import FIXES, Phase, Reason, is_terminal
+from reconciler.plan import Action, Change, Plan
+from reconciler.results import ActionType, JournalOp
 from state.records import IntentRecord, InventoryRecord
 from state.store import Store
 
@@ -152,13 +153,16 @@ class _Results:
 
     def write(self, store: Store) -> None:
         store.upsert_resources(self.upserts)
-        store.remove_resources(self.removed)
+        # A replace deletes then creates under one key: the new record stays.
+        written = {r.key for r in self.upserts}
+        store.remove_resources([k for k in self.removed if k not in written])
         store.finish_intents(self.intents)
         store.add_events(self.events)
 
 
-EFFECTS = {ActionType.CREATE: ("create",), ActionType.PATCH: ("patch",),
-           ActionType.REPLACE: ("delete", "create"), ActionType.DELETE: ("delete",)}
+EFFECTS = {ActionType.CREATE: (JournalOp.CREATE,), ActionType.PATCH: (JournalOp.PATCH,),
+           ActionType.REPLACE: (JournalOp.DELETE, JournalOp.CREATE),
+           ActionType.DELETE: (JournalOp.DELETE,)}
 # Intents are journaled, and results recorded, in chunks: each chunk's intents commit in
 # one transaction before its first provider call, and its results in one after the last.
 CHUNK = 200
@@ -284,6 +288,9 @@ class Applier:
         if step.error is not None:
             results.intents.append((step.intent_id, False, {"error": str(step.error)}))
             results.events.append((key, "Warning", "ApplyFailed", f"{step.op}: {step.error}"))
+            if step.op == JournalOp.CREATE:
+                # Shown with what happened until a later commit's create succeeds.
+                results.upserts.append(self._refused_record(step, ctx))
             return
         if step.op == "delete":
             results.removed.append(key)
@@ -310,6 +317,16 @@ class Applier:
             self.store.upsert_resource(dataclasses.replace(
                 recorded, manifest=action.manifest, spec_hash=action.spec_hash,
                 source_file=action.file, source_commit=ctx.commit))
+
+    def _refused_record(self, step: _Step, ctx: ApplyContext) -> InventoryRecord:
+        """A resource Git asks for that the backend refused to create."""
+        return InventoryRecord(
+            key=step.action.key, binding_id=ctx.binding_id, manifest=step.payload["manifest"],
+            spec_hash=step.spec_hash, source_commit=ctx.commit,
+            source_file=step.payload["file"], provider=self.provider.name, provider_id=None,
+            phase=Phase.CREATE_FAILED, reason=Reason.CREATE_FAILED,
+            message=f"the backend refused to create it: {step.error}",
+            fix=FIXES[Reason.CREATE_FAILED], status={}, cost_usd="0")
 
     def _inventory_record(self, binding_id: str, key: ResourceKey, manifest: dict,
                           spec_hash: str, file: str, commit: str,
@@ -369,7 +386,8 @@ class Applier:
         records = self.store.list_unfinished(binding_id) if keys is None else [
             r for k in keys if (r := self.store.get_resource(k)) is not None]
         for record in records:
-            if is_terminal(record.phase) or record.deleted:
+            if is_terminal(record.phase) or record.deleted or (
+                    record.phase == Phase.CREATE_FAILED):  # nothing on the backend to read
                 continue
             try:
                 observed = self.provider.get(record.key)

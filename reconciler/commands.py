@@ -18,6 +18,7 @@ from reconciler.manifests import iter_manifest_files, outside_link
 from reconciler.output import describe, dump, plan_text, resource_object, resources_table
 from reconciler.phases import is_terminal
 from reconciler.plan import ActionType
+from reconciler.results import RUNS
 from reconciler.sync import BindingSync
 from reconciler.validation import Problem, resource_summary, validate_files
 from state.store import Store
@@ -131,11 +132,11 @@ def server_dry_run(settings: Settings, binding, the_plan, tree: DesiredTree,
     manifests = {(m.kind, m.name): m for m in tree.manifests}
     results = {}
     for action in the_plan.actions:
-        if action.action.value not in ("create", "patch", "replace") or not action.manifest:
+        if action.action not in RUNS or not action.manifest:
             continue
         workload = workload_for(action.manifest, action.key, action.spec_hash, action.file, ctx)
         changes = merge_patch(action.changes, action.manifest) if (
-            action.action.value == "patch") else None
+            action.action == ActionType.PATCH) else None
         result = provider.dry_run(workload, changes)
         m = manifests.get((action.key.kind, action.key.name))
         line_of = m.doc.line_of if m is not None else (lambda _path: 1)

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from reconciler.plan import ActionType, Plan
+from reconciler.plan import ActionType, Change, Plan
 from reconciler.validation import Problem
 from state.records import EventRecord, InventoryRecord
 
@@ -158,8 +158,8 @@ def plan_text(commit: str, plan: Plan, problems: list[Problem]) -> str:
             continue
         lines.append(f"  {_SYMBOL[a.action]:>3} {a.action.value:<8} {a.key.kind}/{a.key.name}"
                      f"  ({a.file})" + (f": {a.reason}" if a.reason else ""))
-        for c in a.changes:
-            lines.append(f"        {c.path}: {json.dumps(c.old)} -> {json.dumps(c.new)}")
+        for c in map(Change.as_dict, a.changes):
+            lines.append(f"        {c['path']}: {json.dumps(c['old'])} -> {json.dumps(c['new'])}")
     counts = plan.summary()
     lines.append(", ".join(f"{n} {k}" for k, n in counts.items() if n) or "no resources")
     return "\n".join(lines)

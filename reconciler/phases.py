@@ -16,6 +16,10 @@ class Phase(StrEnum):
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
     CANCELLED = "Cancelled"
+    # The reconciler's own, not the platform's: Git asks for the resource and the backend
+    # refused to create it (reason CreateFailed, with the backend's message). Planned as a
+    # create again at the next commit, until it applies.
+    CREATE_FAILED = "CreateFailed"
 
 
 TERMINAL_PHASES = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED})
@@ -44,6 +48,8 @@ class Reason(StrEnum):
     # The local backend's own: a Job wrote past its disk cap; no sandbox can contain it.
     OUTPUT_LIMIT_EXCEEDED = "OutputLimitExceeded"
     SANDBOX_UNAVAILABLE = "SandboxUnavailable"
+    # The reconciler's own: the backend refused a create (its message says why).
+    CREATE_FAILED = "CreateFailed"
 
 
 # What to change, per failure reason, as the seeds' table says it.
@@ -66,6 +72,8 @@ FIXES: dict[str, str] = {
     Reason.CELLS_FAILED: "read the failed cells' reasons with describe job/<sweep>-<index>",
     Reason.OUTPUT_LIMIT_EXCEEDED: "write less under /nodus (outputs, state, work), or raise "
     "maxOutputBytes in the local backend's config",
+    Reason.CREATE_FAILED: "read the backend's message; fix the manifest or the backend, then "
+    "push a commit (every commit tries the create again)",
     Reason.SANDBOX_UNAVAILABLE: "install bubblewrap and allow it unprivileged user "
     "namespaces, or set sandbox: none in the local backend's config to run Jobs "
     "uncontained on a trusted machine",

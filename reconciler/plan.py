@@ -10,30 +10,25 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from decimal import Decimal
-from enum import StrEnum
 from typing import Any
 
+from reconciler.frozen import freeze, thaw
 from reconciler.identity import ResourceKey
 from reconciler.options import OnChange, ResourceOptions
 from reconciler.phases import Phase, is_terminal
 from reconciler.quantities import parse_usd
+from reconciler.results import ActionType
+
+__all__ = ["ActionType", "Action", "Change", "Desired", "Live", "Plan", "PlanOptions",
+           "Recorded", "diff", "plan", "spec_hash"]
 
 # Fields the platform changes on a live resource (seeds); everything else is immutable.
 PATCHABLE_SPEC_FIELDS = frozenset(
     {"maxCostUSD", "timeout", "activeDeadlineSeconds", "state", "ttlSecondsAfterFinished"}
 )
 PATCHABLE_METADATA_FIELDS = frozenset({"labels", "annotations"})
-
-
-class ActionType(StrEnum):
-    CREATE = "create"
-    PATCH = "patch"
-    REPLACE = "replace"
-    DELETE = "delete"
-    NOOP = "noop"
-    BLOCKED = "blocked"
 
 
 # Apply order: deletes last, so a failed create never follows a delete of its replacement.
@@ -93,9 +88,19 @@ class PlanOptions:
 
 @dataclass(frozen=True)
 class Change:
+    """One changed field. Its values are frozen (tuples and FrozenMaps), so a Change, an
+    Action and a Plan can be hashed and compared whatever the field held."""
+
     path: str
     old: Any
     new: Any
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "old", freeze(self.old))
+        object.__setattr__(self, "new", freeze(self.new))
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "old": thaw(self.old), "new": thaw(self.new)}
 
 
 @dataclass(frozen=True)
@@ -116,7 +121,7 @@ class Action:
             "kind": self.key.kind,
             "name": self.key.name,
             "file": self.file,
-            "changes": [asdict(c) for c in self.changes],
+            "changes": [c.as_dict() for c in self.changes],
             "reason": self.reason,
         }
 
@@ -272,10 +277,16 @@ def _drift(wanted: str, live: Live) -> str:
 
 
 def _plan_prunes(stale: list[Recorded], desired_empty: bool, options: PlanOptions) -> list[Action]:
+    # A resource the backend never created has nothing to keep or guard: it just goes.
+    never = [r for r in stale if r.phase == Phase.CREATE_FAILED]
+    stale = [r for r in stale if r.phase != Phase.CREATE_FAILED]
     keep = [r for r in stale if not ResourceOptions.from_manifest(r.manifest).prune]
     delete = [r for r in stale if ResourceOptions.from_manifest(r.manifest).prune]
     actions = [Action(ActionType.BLOCKED, r.key, r.file, reason="removed from Git but kept: "
                       "nodus.dev/prune: disabled") for r in keep]
+    actions += [Action(ActionType.DELETE, r.key, r.file, reason="removed from Git (the "
+                       "backend had refused to create it)", spec_hash=r.spec_hash)
+                for r in never]
     refusal = ""
     if delete and desired_empty and not options.allow_empty:
         refusal = ("this commit would delete every resource of the binding; set allowEmpty: "
@@ -298,8 +309,14 @@ def plan(
     inventory: Iterable[Recorded],
     observed: Mapping[ResourceKey, Live] | None = None,
     options: PlanOptions = PlanOptions(),
+    *,
+    tree_size: int | None = None,
 ) -> Plan:
-    """Every action that brings the backend to what Git asks for, in apply order."""
+    """Every action that brings the backend to what Git asks for, in apply order.
+
+    `desired` and `inventory` may be a part of the binding (an incremental plan); the
+    guards that judge the whole binding then read `tree_size`, the number of resources
+    the whole commit asks for (default: all of `desired`)."""
     observed = observed or {}
     wanted = {d.key: d for d in desired}
     recorded = {r.key: r for r in inventory}
@@ -307,9 +324,10 @@ def plan(
     unchanged = 0
     for key, d in wanted.items():
         r = recorded.get(key)
-        if r is None:
+        if r is None or r.phase == Phase.CREATE_FAILED:
             actions.append(Action(ActionType.CREATE, key, d.file, spec_hash=d.spec_hash,
-                                  manifest=d.manifest))
+                                  manifest=d.manifest, reason="" if r is None else
+                                  "the backend refused the last create; trying again"))
         elif r.spec_hash != d.spec_hash or r.manifest.get("metadata") != d.manifest.get(
                 "metadata"):
             actions.append(_plan_changed(d, r, observed.get(key)))
@@ -318,6 +336,7 @@ def plan(
         else:
             unchanged += 1
     stale = [r for key, r in recorded.items() if key not in wanted]
-    actions.extend(_plan_prunes(stale, not wanted, options))
+    desired_empty = not wanted if tree_size is None else tree_size == 0
+    actions.extend(_plan_prunes(stale, desired_empty, options))
     actions.sort(key=lambda a: (_ORDER[a.action], a.key))
     return Plan(tuple(actions), unchanged)

@@ -18,6 +18,7 @@ from providers.registry import build_provider
 from reconciler.config import Settings
 from reconciler.leases import DEFAULT_TTL, LeaseKeeper
 from reconciler.metrics import MeteredProvider
+from reconciler.results import RUNS
 from reconciler.sync import BindingSync, SyncReport
 from state.store import Store
 
@@ -80,8 +81,7 @@ class Service:
         if report.plan is not None and report.plan.has_changes and self.follow_up:
             # What was just started shows its first phases soon after, not at the next
             # status tick: look at those resources again a few times in the next second.
-            keys = [a.key for a in report.plan.actions if a.action.value in (
-                "create", "patch", "replace")]
+            keys = [a.key for a in report.plan.actions if a.action in RUNS]
             for delay in FOLLOW_UP_SECONDS if keys else ():
                 timer = threading.Timer(delay, self.refresh_binding, args=[binding_id, keys])
                 timer.daemon = True

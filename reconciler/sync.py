@@ -18,16 +18,18 @@ from typing import Any
 
 from providers.base import Provider
 from reconciler import failpoints, metrics
+from reconciler.adoption import adopt_owned
 from reconciler.apply import Applier, ApplyContext, ChangeSet
 from reconciler.checks import compose
 from reconciler.checks.poster import build_poster
 from reconciler.checks.review import review_of
 from reconciler.config import Binding
 from reconciler.desired import DesiredTree
-from reconciler.errors import SourceError
+from reconciler.errors import ProviderError, SourceError
 from reconciler.identity import ResourceKey
 from reconciler.phases import is_terminal
-from reconciler.plan import ActionType, Live, Plan, PlanOptions, Recorded, plan
+from reconciler.plan import Live, Plan, PlanOptions, Recorded, plan
+from reconciler.results import RUNS, ActionType, SyncResult
 from reconciler.source import Backoff, GitSource
 from reconciler.validation import Problem
 from state.records import InventoryRecord
@@ -42,7 +44,8 @@ class SyncReport:
 
     binding: str
     commit: str | None = None
-    result: str = "noop"
+    # Proven otherwise step by step: a step that ends any other way is an error.
+    result: SyncResult = SyncResult.ERROR
     message: str = ""
     problems: list[Problem] = field(default_factory=list)
     plan: Plan | None = None
@@ -50,7 +53,7 @@ class SyncReport:
 
     @property
     def ok(self) -> bool:
-        return self.result in ("applied", "noop", "unchanged")
+        return self.result.ok
 
 
 class InventoryView:
@@ -127,7 +130,10 @@ class BindingSync:
         self.tree: DesiredTree | None = None
         self.inventory = InventoryView(store, binding.id)
         self.last_plan: tuple[str, set[ResourceKey]] | None = None  # commit, keys with actions
-        self.retry_commit = False  # the last apply had transient failures: try again
+        self.retry_commit = False  # the last apply failed transiently or crashed: again
+        self.errors = 0  # syncs in a row that ended in an error (their backoff grows)
+        self.judged_invalid: str | None = None  # the invalid tip judged last, not again
+        self.adoption_checked = False  # adopt_owned runs on this process's first sync only
         self.options = PlanOptions(binding.allow_empty, binding.max_deletions, binding.self_heal)
         store.upsert_binding(binding.id, binding.url, binding.branch, binding.path,
                              binding.project)
@@ -139,6 +145,7 @@ class BindingSync:
         self.inventory.reload()
         self.last_plan = None
         self.retry_commit = False
+        self.judged_invalid = None
 
     def read_tree(self, commit: str) -> DesiredTree:
         """The commit's desired tree, re-reading only changed paths when possible."""
@@ -180,7 +187,7 @@ class BindingSync:
             desired = [tree.index[k] for k in keys if k in tree.index]
             recorded = self.inventory.recorded or {}
             subset = plan(desired, [recorded[k] for k in keys if k in recorded], observed,
-                          self.options)
+                          self.options, tree_size=len(tree.index))
             result = Plan(subset.actions, subset.unchanged + len(tree.index) - len(desired))
         self.last_plan = (tree.commit, {a.key for a in result.actions})
         return result
@@ -237,7 +244,7 @@ class BindingSync:
         last_seen = binding.last_seen_commit if binding else None
         last_applied = binding.last_applied_commit if binding else None
         if not force and self.clock() < self.retry_at:
-            report.result, report.message = "backoff", "waiting before polling again"
+            report.result, report.message = SyncResult.BACKOFF, "waiting before polling again"
             return report
         # 1. Ask the remote where the branch is; fetch only when it moved.
         started = time.perf_counter()
@@ -250,7 +257,7 @@ class BindingSync:
             self.store.record_poll(self.binding.id, last_seen, str(e))
             log.warning("poll failed", extra={"binding": self.binding.id, "error": str(e),
                                               "failures": self.failures})
-            report.result, report.message = "error", str(e)
+            report.message = str(e)
             return report
         metrics.observe_fetch(self.binding.id, time.perf_counter() - started)
         failpoints.reach("after-fetch")
@@ -260,76 +267,128 @@ class BindingSync:
         # 2. Finish what a killed process left half done, before anything new.
         if self.applier.resolve_pending(self.binding.id):
             self.inventory.reload()
-        # 3. Nothing new: done (live status is refreshed on its own schedule).
-        if head == last_applied and not self.retry_commit and not force:
-            self.store.record_poll(self.binding.id, head, None)
-            report.result = "unchanged"
+        # 2b. A store with no history of the binding (new, or lost): take back what the
+        # backend holds with this instance's marks, so nothing is created a second time.
+        if not self.adoption_checked:
+            try:
+                adopted = adopt_owned(self.store, self.applier.provider, self.binding,
+                                      self.instance)
+            except ProviderError as e:  # never plan on top of a backend it could not read
+                report.message = f"cannot list the backend to adopt what it holds: {e}"
+                self.failures += 1
+                self.retry_at = self.clock() + self.backoff.next_delay(self.failures)
+                self.store.record_poll(self.binding.id, head, report.message)
+                return report
+            self.adoption_checked = True
+            if adopted:
+                self.inventory.reload()
+        # 3. Nothing new: done (live status is refreshed on its own schedule). An invalid
+        # tip already judged by this process is not judged, recorded or posted again.
+        if not force and not self.retry_commit and head in (last_applied, self.judged_invalid):
+            if head == last_applied:
+                self.store.record_poll(self.binding.id, head, None)
+            else:
+                self.store.touch_poll(self.binding.id)
+            report.result = SyncResult.UNCHANGED
             return report
         with self.store.batch():  # one durable commit for both
             self.store.record_poll(self.binding.id, head, None)
             sync_id = self.store.start_sync(self.binding.id, head)
-        applied = False
         self.poster.post(compose.pending(self.binding.id, self.binding.url, head, self.instance,
                                          "sync", "planning and applying"))
         try:
-            # 4. Read and validate the commit: any problem and nothing of it applies.
-            try:
-                tree = self.read_tree(head)
-            except SourceError as e:
-                report.result, report.message = "error", str(e)
-                return report
-            report.problems = tree.problems
-            if report.problems:
-                report.result = "invalid"
-                report.message = f"{len(report.problems)} problems; nothing applied"
-                return report
-            # 5. Plan against the recorded inventory, then apply.
-            report.plan = self.plan_commit(tree)
-            failpoints.reach("after-plan")
-            ctx = ApplyContext(self.binding.id, self.binding.project, self.instance,
-                               self.binding.url, head, sync_id)
-            try:
-                report.changes = self.applier.apply(report.plan, ctx)
-            finally:
-                self.inventory.reload(a.key for a in report.plan.actions
-                                      if a.action != ActionType.NOOP or a.record)
-            self.retry_commit = any(o.transient for o in report.changes.failed)
-            report.result = _result(report)
-            report.message = _summary_text(report.changes.summary())
-            applied = not self.retry_commit
-            launched = {o.action.key for o in report.changes.outcomes if o.ok and o.action.action
-                        in (ActionType.CREATE, ActionType.PATCH, ActionType.REPLACE)}
-            if self.binding.check_workloads and launched:
-                self.open_runs[head] = launched
-                self.poster.post(compose.pending(self.binding.id, self.binding.url, head,
-                                                 self.instance, "run",
-                                                 f"{len(launched)} resources running"))
-            return report
+            self._sync_commit(head, sync_id, report)
+        except Exception as e:  # a bug: recorded and posted as an error, retried later
+            log.exception("sync crashed", extra={"binding": self.binding.id, "commit": head})
+            report.result = SyncResult.ERROR
+            report.message = f"the reconciler failed on this commit: {_one_line(e)}"
         finally:
-            problems = [p.as_dict() for p in report.problems]
-            plan_json = report.plan.to_dict(head, problems, quiet_noops=True) if report.plan \
-                else {"commit": head, "actions": [], "problems": problems}
-            summary = report.changes.summary() if report.changes else {}
-            with self.store.batch():
-                if applied:
-                    self.store.mark_applied(self.binding.id, head)
-                self.store.finish_sync(sync_id, report.result, report.message, plan_json,
-                                       summary)
-            metrics.observe_sync(self.binding.id, report.result, time.perf_counter() - started)
-            self.poster.post(compose.sync_check(
-                self.binding.id, self.binding.url, head, self.instance, report.result,
-                report.message, report.problems, report.plan, summary))
-            log.info("sync finished", extra={"binding": self.binding.id, "commit": head,
-                                             "result": report.result})
+            self._finish(head, sync_id, report, started)
+        return report
+
+    def _sync_commit(self, head: str, sync_id: int, report: SyncReport) -> None:
+        """Steps 4 and 5: read and validate the commit, then plan and apply it. Sets
+        `report.result` only to what it proved; returning early leaves ERROR."""
+        # 4. Read and validate the commit: any problem and nothing of it applies.
+        try:
+            tree = self.read_tree(head)
+        except SourceError as e:
+            report.message = str(e)
+            return
+        report.problems = tree.problems
+        if report.problems:
+            self.judged_invalid, self.retry_commit = head, False
+            report.result = SyncResult.INVALID
+            report.message = f"{len(report.problems)} problems; nothing applied"
+            return
+        self.judged_invalid = None
+        # 5. Plan against the recorded inventory, then apply.
+        report.plan = self.plan_commit(tree)
+        failpoints.reach("after-plan")
+        ctx = ApplyContext(self.binding.id, self.binding.project, self.instance,
+                           self.binding.url, head, sync_id)
+        try:
+            report.changes = self.applier.apply(report.plan, ctx)
+        finally:
+            self.inventory.reload(a.key for a in report.plan.actions
+                                  if a.action != ActionType.NOOP or a.record)
+        self.retry_commit = any(o.transient for o in report.changes.failed)
+        report.result = _result(report.plan, report.changes)
+        report.message = _summary_text(report.changes.summary())
+        launched = {o.action.key for o in report.changes.outcomes if o.ok and o.action.action
+                    in RUNS}
+        if self.binding.check_workloads and launched:
+            self.open_runs[head] = launched
+            self.poster.post(compose.pending(self.binding.id, self.binding.url, head,
+                                             self.instance, "run",
+                                             f"{len(launched)} resources running"))
+
+    def _finish(self, head: str, sync_id: int, report: SyncReport, started: float) -> None:
+        """Record the sync's result, the binding's error and applied commit, count it and
+        post its check: all from what happened, whatever step it ended at."""
+        if report.result == SyncResult.ERROR:
+            # Polled again after a growing delay: an error that repeats never spins.
+            self.errors += 1
+            self.retry_commit = True
+            self.retry_at = self.clock() + self.backoff.next_delay(self.errors)
+        else:
+            self.errors = 0
+        # A commit is done with when its plan was carried out as far as it can be: not
+        # after an error, nor while transient failures are retried; not when invalid
+        # (the previous state stays, and the same invalid tip is not judged again).
+        applied = report.changes is not None and not self.retry_commit
+        problems = [p.as_dict() for p in report.problems]
+        plan_json = report.plan.to_dict(head, problems, quiet_noops=True) if report.plan \
+            else {"commit": head, "actions": [], "problems": problems}
+        summary = report.changes.summary() if report.changes else {}
+        with self.store.batch():
+            if applied:
+                self.store.mark_applied(self.binding.id, head)
+            if report.result == SyncResult.ERROR:
+                self.store.record_poll(self.binding.id, head, report.message)
+            self.store.finish_sync(sync_id, report.result, report.message, plan_json, summary)
+        metrics.observe_sync(self.binding.id, report.result, time.perf_counter() - started)
+        self.poster.post(compose.sync_check(
+            self.binding.id, self.binding.url, head, self.instance, report.result,
+            report.message, report.problems, report.plan, summary))
+        log.info("sync finished", extra={"binding": self.binding.id, "commit": head,
+                                         "result": report.result.value})
 
 
-def _result(report: SyncReport) -> str:
-    assert report.changes is not None and report.plan is not None
-    if report.changes.failed:
-        return "partial"
-    if report.plan.blocked:
-        return "blocked"
-    return "applied" if report.plan.has_changes else "noop"
+def _result(plan: Plan, changes: ChangeSet) -> SyncResult:
+    """What applying `plan` achieved: applied or noop only when nothing failed or was
+    refused."""
+    if changes.failed:
+        return SyncResult.PARTIAL
+    if plan.blocked:
+        return SyncResult.BLOCKED
+    return SyncResult.APPLIED if plan.has_changes else SyncResult.NOOP
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception as one line a person can read: its type and the first line of it."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 def _summary_text(summary: dict[str, int]) -> str:

@@ -16,6 +16,8 @@ from sqlalchemy import JSON, CheckConstraint, DateTime, Dialect, Index, UniqueCo
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
+from reconciler.results import JournalOp, SyncResult
+
 
 class UTCDateTime(TypeDecorator[datetime]):
     """A `DateTime` that accepts only aware datetimes and always returns aware UTC ones."""
@@ -39,21 +41,8 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.astimezone(UTC)
 
 
-class SyncResult(StrEnum):
-    PENDING = "pending"
-    APPLIED = "applied"
-    NOOP = "noop"
-    INVALID = "invalid"
-    BLOCKED = "blocked"
-    PARTIAL = "partial"
-    ERROR = "error"
-
-
-class IntentAction(StrEnum):
-    CREATE = "create"
-    PATCH = "patch"
-    DELETE = "delete"
-    REPLACE = "replace"
+# An intent's action is the journal operation every layer uses (reconciler/results.py).
+IntentAction = JournalOp
 
 
 class IntentState(StrEnum):

@@ -26,13 +26,14 @@ from state.inventory import InventoryStore
 from state.journal import JournalStore
 from state.leases import LeaseStore
 from state.migrations import current_version, migrate
-from state.models import CheckRecord, Event, EventType, RepoBinding, Sync, SyncResult
+from state.models import CheckRecord, Event, EventType, InventoryItem, RepoBinding, Sync, SyncResult
 from state.records import BindingRecord, CheckRecordValue, EventRecord, SyncRecord
 
 _B: Table = RepoBinding.__table__  # type: ignore[attr-defined]
 _S: Table = Sync.__table__  # type: ignore[attr-defined]
 _E: Table = Event.__table__  # type: ignore[attr-defined]
 _C: Table = CheckRecord.__table__  # type: ignore[attr-defined]
+_I: Table = InventoryItem.__table__  # type: ignore[attr-defined]
 
 __all__ = ["Store", "utc_now"]
 
@@ -110,6 +111,14 @@ class Store(InventoryStore, JournalStore, LeaseStore):
             stmt = update(_B).where(_B.c.id == binding_id).values(**values)
             self._changed(conn, stmt, f"no binding {binding_id!r}")
 
+    def touch_poll(self, binding_id: str) -> None:
+        """A poll found the tip it last judged: only the poll's time changes."""
+        now = self._now()
+        with self._write() as conn:
+            stmt = update(_B).where(_B.c.id == binding_id).values(last_poll_at=now,
+                                                                   updated_at=now)
+            self._changed(conn, stmt, f"no binding {binding_id!r}")
+
     def mark_applied(self, binding_id: str, commit: str) -> None:
         with self._write() as conn:
             stmt = (
@@ -137,8 +146,10 @@ class Store(InventoryStore, JournalStore, LeaseStore):
     def finish_sync(
         self, sync_id: int, result: str, message: str, plan: dict[str, Any], summary: dict[str, Any]
     ) -> None:
-        if (result := SyncResult(result).value) == SyncResult.PENDING:
-            raise ValueError("a finished sync cannot be 'pending'")
+        if (result := SyncResult(result)) in (SyncResult.PENDING, SyncResult.UNCHANGED,
+                                              SyncResult.BACKOFF):
+            raise ValueError(f"a finished sync cannot be {result.value!r}")
+        result = result.value
         values = dict(
             result=result, message=message, plan=plan, summary=summary, finished_at=self._now()
         )
@@ -162,6 +173,13 @@ class Store(InventoryStore, JournalStore, LeaseStore):
     def last_sync(self, binding_id: str) -> SyncRecord | None:
         syncs = self.list_syncs(binding_id, limit=1)
         return syncs[0] if syncs else None
+
+    def has_history(self, binding_id: str) -> bool:
+        """Whether the store ever recorded a sync or a resource of the binding (False on a
+        new or lost store, where adoption rebuilds the inventory from the backend)."""
+        with self._read() as conn:
+            return any(conn.execute(select(t.c.id).where(t.c.binding_id == binding_id)
+                                    .limit(1)).first() for t in (_S, _I))
 
     # -- events ----------------------------------------------------------------------------
 

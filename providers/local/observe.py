@@ -73,4 +73,5 @@ def to_observed(key: ResourceKey, doc: dict[str, Any], st: dict[str, Any], now: 
         status=public_status(st, now),
         labels=dict(meta.get("labels") or {}),
         annotations=dict(meta.get("annotations") or {}),
+        manifest=doc["manifest"],
     )

@@ -89,6 +89,7 @@ def observed_from(obj: dict[str, Any], key: ResourceKey) -> Observed:
         status=status,
         labels=dict(meta.get("labels") or {}),
         annotations=dict(meta.get("annotations") or {}),
+        manifest={k: v for k, v in obj.items() if k != "status"},  # as the server keeps it
     )
 
 

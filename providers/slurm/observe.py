@@ -86,4 +86,5 @@ def to_observed(key: ResourceKey, doc: dict[str, Any], phase: str, reason: str |
         status=st,
         labels=dict(meta.get("labels") or {}),
         annotations=dict(meta.get("annotations") or {}),
+        manifest=doc["manifest"],
     )

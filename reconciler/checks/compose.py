@@ -9,7 +9,8 @@ from reconciler.checks import plan_markdown
 from reconciler.checks.github import MAX_OUTPUT_TEXT
 from reconciler.checks.model import Annotation, CheckRun, CheckState, context_name
 from reconciler.checks.review import PlanReview
-from reconciler.plan import ActionType, Plan
+from reconciler.plan import Plan
+from reconciler.results import ActionType, SyncResult
 from reconciler.validation import Problem
 from state.records import InventoryRecord
 
@@ -53,20 +54,24 @@ def sync_check(binding_id: str, repo: str, commit: str, instance: str, result: s
                summary: dict[str, int]) -> CheckRun:
     """`nodus/<instance>/sync`: what applying the commit did."""
     context = context_name(instance, "sync")
-    if result == "invalid":
+    result = SyncResult(result)
+    if result == SyncResult.INVALID:
         body = [f"{len(problems)} problems; nothing from this commit was applied.", "",
                 *_problem_lines(problems)]
         return CheckRun(binding_id, repo, commit, context, CheckState.FAILURE,
                         f"{len(problems)} invalid manifest problems", "\n".join(body),
                         _annotations(problems))
-    if result == "error":
-        return CheckRun(binding_id, repo, commit, context, CheckState.ERROR, "sync failed",
-                        message)
+    if result == SyncResult.ERROR or not summary:
+        # Nothing was applied, or not as planned: never green, whatever the plan said.
+        title = message.split(": ", 1)[0] if message.startswith("the reconciler failed") \
+            else "sync failed"
+        return CheckRun(binding_id, repo, commit, context, CheckState.ERROR, title,
+                        message or f"the sync ended as {result.value} before applying")
     lines = [f"Summary: {_counts(summary)}", ""]
     if plan is not None:
         lines += _action_lines(plan)
-    ok = result in ("applied", "noop")
-    title = _counts(summary) if ok else f"{result}: {_counts(summary)}"
+    ok = result.applied
+    title = _counts(summary) if ok else f"{result.value}: {_counts(summary)}"
     return CheckRun(binding_id, repo, commit, context,
                     CheckState.SUCCESS if ok else CheckState.FAILURE, title, "\n".join(lines))
 

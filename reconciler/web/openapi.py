@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from reconciler.results import SyncResult
 from reconciler.web.queries import MAX_PAGE_SIZE, PAGE_SIZE, SORT_KEYS
 
 
@@ -56,8 +57,8 @@ SCHEMAS: dict[str, Any] = {
         "costUSD": {"type": "string"}}},
     "Sync": {"type": "object", "required": ["id", "binding", "commit", "result"], "properties": {
         "id": {"type": "integer"}, "binding": {"type": "string"}, "commit": {"type": "string"},
-        "result": {"enum": ["pending", "applied", "noop", "invalid", "blocked", "partial",
-                            "error"]},
+        "result": {"enum": [r.value for r in SyncResult
+                            if r not in (SyncResult.UNCHANGED, SyncResult.BACKOFF)]},
         "message": {"type": "string"}, "summary": {"type": "object"}, "startedAt": _TIME,
         "finishedAt": _TIME, "plan": {"type": "object"},
         "checks": {"type": "array", "items": {"type": "object"}}}},

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from reconciler.output import age, money, progress
+from reconciler.results import FAILED_RESULTS
 from reconciler.source import redact
 from reconciler.web import api, queries
 from reconciler.web.html import (
@@ -27,7 +28,7 @@ from reconciler.web.html import (
 if TYPE_CHECKING:
     from reconciler.service import Service
 
-BAD_RESULTS = frozenset({"blocked", "invalid", "error", "partial"})
+BAD_RESULTS = FAILED_RESULTS
 BAD_PHASES = frozenset({"Failed"})
 
 

@@ -10,9 +10,11 @@ skipped) is a small JSON file, so a restarted reconciler carries on where it sto
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from providers.base import Observed, Provider, Workload
 from reconciler.errors import NotFoundError
-from reconciler.identity import ResourceKey
+from reconciler.identity import ResourceKey, owned_by
 from reconciler.workloads.base import Controller, RecordStore
 from reconciler.workloads.pipeline import PipelineController
 from reconciler.workloads.sweep import SweepController
@@ -62,14 +64,19 @@ class CompositeProvider:
         return controller.get(key)
 
     def list_owned(self, project: str, instance: str) -> list[Observed]:
-        owned = list(self.inner.list_owned(project, instance))
-        for kind in CONTROLLERS:
-            if self._controller(kind) is None:
-                continue
+        driven = [kind for kind in CONTROLLERS if self._controller(kind) is not None]
+        # A stage or cell Job is part of its composite, not a resource of its own.
+        child_labels = [CONTROLLERS[kind].child_label for kind in driven]
+        owned = [o for o in self.inner.list_owned(project, instance)
+                 if not any(label in o.labels for label in child_labels)]
+        for kind in driven:
             for key in self.records.keys(project, kind):
+                record = self.records.load(key)
+                if record is None or not owned_by(record.manifest, instance):
+                    continue  # not read: reading a composite steps it
                 observed = self.get(key)
                 if observed is not None:
-                    owned.append(observed)
+                    owned.append(replace(observed, manifest=record.manifest))
         return owned
 
     def __getattr__(self, name: str):  # estimate(), output_location() and the like

@@ -183,3 +183,54 @@ def test_plan_module_does_no_io() -> None:
     forbidden = {"providers", "state", "httpx", "pygit2", "socket", "os", "time", "random",
                  "subprocess", "datetime", "sqlmodel"}
     assert not {m for m in imported if m.split(".")[0] in forbidden}, imported
+
+
+def test_every_kind_of_plan_hashes_and_compares() -> None:
+    """Plan values are frozen all the way down: a changed list or mapping field (which
+    once crashed every sync with 'unhashable type') hashes like any other."""
+    old = job("a", env={"A": "1"}, outputs=[{"name": "o", "path": "/nodus/outputs/o"}])
+    new = job("a", command=["python3", "-c", "print(1)"], env={"A": "2", "B": "3"},
+              outputs=[{"name": "o", "path": "/nodus/outputs/p"}], maxCostUSD="9.00")
+    cases = [
+        plan([desired(new)], []),  # create
+        plan([desired(new)], [recorded(old)]),  # blocked: immutable fields
+        plan([desired(annotate(new, on_change="Replace"))], [recorded(old)]),  # replace
+        plan([desired(annotate(new, on_change="Ignore"))], [recorded(old)]),  # noop + record
+        plan([desired(job("a", maxCostUSD="2.00"))],
+             [recorded(job("a", maxCostUSD="1.00"))]),  # patch
+        plan([desired(job("b"))], [recorded(old)], options=PlanOptions(allow_empty=True)),
+        plan([], [recorded(old)]),  # prune refused: the binding would be empty
+        plan([desired(job("a"))], [recorded(job("a"))], {key("a"): Live(False)}),  # drift
+    ]
+    kinds = {a.action for p in cases for a in p.actions}
+    assert kinds == set(ActionType)
+    for p in cases:
+        assert hash(p) == hash(copy.deepcopy(p)) and p == copy.deepcopy(p)
+        assert {p: 1}[p] == 1 and all({a: 1}[a] == 1 for a in p.actions)
+    lists = [c for p in cases for a in p.actions for c in a.changes
+             if isinstance(c.new, tuple) or isinstance(c.old, tuple)]
+    assert lists, "the cases change list-valued fields"
+    blocked = only(cases[1])
+    # Frozen inside, plain JSON outside: what the check, the API and `plan -o json` show.
+    assert {"path": "spec.command", "old": ["python3", "-c", "pass"],
+            "new": ["python3", "-c", "print(1)"]} in blocked.as_dict()["changes"]
+
+
+def test_the_empty_binding_guard_judges_the_whole_tree() -> None:
+    """An incremental plan sees only the touched keys: deleting b while a stays is a plain
+    deletion, not 'every resource of the binding'."""
+    b = recorded(job("b"))
+    part = plan([], [b], tree_size=1)
+    assert [(x.action, x.key.name) for x in part.actions] == [(ActionType.DELETE, "b")]
+    whole = plan([], [b], tree_size=0)
+    assert only(whole, "b").action == ActionType.BLOCKED
+
+
+def test_a_refused_create_is_planned_again_and_pruned_without_guards() -> None:
+    m = job("a")
+    refused = recorded(m, phase="CreateFailed")
+    again = only(plan([desired(m)], [refused]))
+    assert again.action == ActionType.CREATE and "refused" in again.reason
+    gone = only(plan([], [recorded(annotate(m, prune="disabled"), phase="CreateFailed")],
+                     options=PlanOptions(max_deletions=0)))
+    assert gone.action == ActionType.DELETE  # nothing on the backend to keep or guard

@@ -309,8 +309,8 @@ def test_incremental_plan_matches_the_full_plan(world: World, monkeypatch) -> No
         inventory, observed = sync.inventory.state()
         expected = full_plan(tree.desired(), inventory, observed, sync.options)
         sizes: list[int] = []
-        monkeypatch.setattr("reconciler.sync.plan", lambda d, *a, sizes=sizes: sizes.append(
-            len(d)) or full_plan(d, *a))
+        monkeypatch.setattr("reconciler.sync.plan", lambda d, *a, sizes=sizes, **kw: sizes.append(
+            len(d)) or full_plan(d, *a, **kw))
         got = sync.plan_commit(tree)
         monkeypatch.undo()
         if round_ > 0:  # the first plan after a start is a full one

@@ -197,7 +197,7 @@ def test_intents_pending_oldest_first_until_done_or_failed(store: Store) -> None
     ids = [
         store.add_intent("team-a", sync, "create", JOB_A, "h1", "k-create", {"manifest": NESTED}),
         store.add_intent("team-a", sync, "delete", SWEEP_A, "h0", "k-delete", {}),
-        store.add_intent("team-b", None, "replace", JOB_B, "h3", "k-replace", {"n": 1}),
+        store.add_intent("team-b", None, "patch", JOB_B, "h3", "k-patch", {"n": 1}),
     ]
     pending = store.pending_intents()
     assert [i.id for i in pending] == ids

@@ -1,0 +1,96 @@
+"""A create the backend refuses leaves the resource visible, with what happened, in
+`get`, the JSON API and the dashboard, until a later commit's create succeeds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import httpx
+import pytest
+
+from providers.base import FakeProvider
+from reconciler.errors import PermanentError
+from reconciler.identity import ResourceKey
+from reconciler.output import resource_object, resources_table
+from reconciler.web.server import start_server
+from state.store import Store
+from tests.fixtures_git import ManifestRepo
+from tests.reconciler.test_reconcile import World, job
+
+DENIED = ResourceKey("Job", "team-a", "denied")
+
+
+@pytest.fixture
+def store(state_url: str):
+    s = Store.open(state_url)
+    yield s
+    s.close()
+
+
+def test_a_refused_create_shows_until_it_applies(manifest_repo: ManifestRepo, store,
+                                                 tmp_path: Path) -> None:
+    refusing = {"on": True}
+
+    def handler(op, key, arg):
+        if op == "create" and key == DENIED and refusing["on"]:
+            raise PermanentError("Job denied already exists (created with another "
+                                 "idempotency key)")
+        return None
+
+    world = World(manifest_repo, store, tmp_path)
+    world.provider = FakeProvider(handler)
+    world.service.syncs["team-a"].applier.provider = world.provider
+    world.push({"ok.yaml": job("ok"), "denied.yaml": job("denied")})
+    report = world.sync()
+    assert report.result == "partial" and "1 failed" in report.message
+
+    record = store.get_resource(DENIED)
+    assert record is not None and (record.phase, record.reason) == ("CreateFailed",
+                                                                     "CreateFailed")
+    assert "another idempotency key" in record.message and record.fix
+    table = resources_table(store.list_inventory())
+    assert "denied" in table and "CreateFailed" in table
+    assert resource_object(record)["phase"] == "CreateFailed"
+
+    stop = start_server(world.service, "127.0.0.1:0")
+    host, port = stop.address  # type: ignore[attr-defined]
+    try:
+        with httpx.Client(base_url=f"http://{host}:{port}", timeout=10) as http:
+            api = http.get("/api/v1/resources/Job/team-a/denied").json()
+            assert api["phase"] == "CreateFailed", api
+            assert "another idempotency key" in str(api)
+            page = http.get("/resources").text
+            assert "denied" in page and "CreateFailed" in page
+    finally:
+        stop()  # type: ignore[operator]
+
+    # Nothing new on the branch: the commit is judged, the refusal is not retried in a loop.
+    assert world.sync().result == "unchanged"
+    # The backend is fixed; the next commit creates it, and it reads as any other run.
+    refusing["on"] = False
+    world.push({"other.yaml": job("other")}, "unrelated change")
+    report = world.sync()
+    assert report.result == "applied", report.message
+    assert {a.key.name: a.action.value for a in report.plan.actions}["denied"] == "create"
+    record = store.get_resource(DENIED)
+    assert record.phase == "Running" and record.provider_id
+    assert world.backend() == {"ok", "denied", "other"}
+
+
+def test_a_refused_create_removed_from_git_goes_without_a_trace(manifest_repo, store,
+                                                                tmp_path: Path) -> None:
+    def handler(op, key, arg):
+        if op == "create" and key == DENIED:
+            raise PermanentError("403 forbidden: project quota")
+        return None
+
+    world = World(manifest_repo, store, tmp_path)
+    world.provider = FakeProvider(handler)
+    world.service.syncs["team-a"].applier.provider = world.provider
+    world.push({"ok.yaml": job("ok"), "denied.yaml": job("denied")})
+    world.sync()
+    world.push({"denied.yaml": None}, "drop it")
+    report = world.sync()
+    assert report.result == "applied", report.message
+    assert store.get_resource(DENIED) is None
+    assert {k.name for k in world.provider.resources} == {"ok"}
