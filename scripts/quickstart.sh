@@ -19,6 +19,13 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   fi
 fi
 
+# Runs drop to a user of their own: no other process of the machine shares it (nobody,
+# the fallback, is often shared by daemons that could then reach a running Job's files).
+if [ "$(id -u)" = 0 ] && ! id -u nodus-run >/dev/null 2>&1; then
+  useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+    nodus-run
+fi
+
 [ -d .venv ] || python3 -m venv .venv
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
