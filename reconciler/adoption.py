@@ -44,14 +44,16 @@ SOURCE_ANNOTATIONS = frozenset({ANNOTATION_SOURCE_REPO, ANNOTATION_SOURCE_COMMIT
 
 
 def adopt_owned(store: Store, provider: Provider, binding: Binding, instance: str, *,
-                clock: Callable[[], datetime] = lambda: datetime.now(UTC)
-                ) -> list[ResourceKey]:
+                clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+                history: bool | None = None) -> list[ResourceKey]:
     """Record as `binding`'s inventory what `provider` holds of it, when the store has
     no history of the binding; returns the keys adopted, sorted (none otherwise).
+    `history` is what the caller saw before it recorded anything itself (default: ask
+    the store now).
 
     A backend that cannot be listed raises its ProviderError: a sync must not plan on
     top of a backend it could not read."""
-    if store.has_history(binding.id):
+    if history if history is not None else store.has_history(binding.id):
         return []
     # Keys other bindings recorded in the project stay theirs (one query, not one a key).
     taken = {r.key for r in store.list_inventory(project=binding.project)}

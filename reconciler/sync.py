@@ -133,7 +133,9 @@ class BindingSync:
         self.retry_commit = False  # the last apply failed transiently or crashed: again
         self.errors = 0  # syncs in a row that ended in an error (their backoff grows)
         self.judged_invalid: str | None = None  # the invalid tip judged last, not again
-        self.adoption_checked = False  # adopt_owned runs on this process's first sync only
+        # Whether the store knew the binding when this process started (None: not asked
+        # yet); without that history, the first sync adopts what the backend holds.
+        self.had_history: bool | None = None
         self.options = PlanOptions(binding.allow_empty, binding.max_deletions, binding.self_heal)
         store.upsert_binding(binding.id, binding.url, binding.branch, binding.path,
                              binding.project)
@@ -264,27 +266,21 @@ class BindingSync:
         self.failures, self.retry_at = 0, 0.0
         report.commit = head
         self._preview_branches()
-        # 2. Finish what a killed process left half done, before anything new.
-        if self.applier.resolve_pending(self.binding.id):
-            self.inventory.reload()
-        # 2b. A store with no history of the binding (new, or lost): take back what the
-        # backend holds with this instance's marks, so nothing is created a second time.
-        if not self.adoption_checked:
+        # 2. Anything to judge? Not the applied tip, nor an invalid tip this process
+        # already judged (it is not recorded or posted again), unless forced or retried.
+        judge = force or self.retry_commit or head not in (last_applied, self.judged_invalid)
+        if self.had_history is None:  # asked before this process records a sync
+            self.had_history = self.store.has_history(self.binding.id)
+        if not judge:
             try:
-                adopted = adopt_owned(self.store, self.applier.provider, self.binding,
-                                      self.instance)
-            except ProviderError as e:  # never plan on top of a backend it could not read
-                report.message = f"cannot list the backend to adopt what it holds: {e}"
-                self.failures += 1
-                self.retry_at = self.clock() + self.backoff.next_delay(self.failures)
+                self._recover()
+            except Exception as e:
+                report.message = self._failure_text(e, head)
+                self._back_off()
                 self.store.record_poll(self.binding.id, head, report.message)
                 return report
-            self.adoption_checked = True
-            if adopted:
-                self.inventory.reload()
-        # 3. Nothing new: done (live status is refreshed on its own schedule). An invalid
-        # tip already judged by this process is not judged, recorded or posted again.
-        if not force and not self.retry_commit and head in (last_applied, self.judged_invalid):
+            self.errors = 0
+            # 3. Nothing new: done (live status is refreshed on its own schedule).
             if head == last_applied:
                 self.store.record_poll(self.binding.id, head, None)
             else:
@@ -297,14 +293,47 @@ class BindingSync:
         self.poster.post(compose.pending(self.binding.id, self.binding.url, head, self.instance,
                                          "sync", "planning and applying"))
         try:
+            self._recover()
             self._sync_commit(head, sync_id, report)
-        except Exception as e:  # a bug: recorded and posted as an error, retried later
-            log.exception("sync crashed", extra={"binding": self.binding.id, "commit": head})
+        except Exception as e:  # recorded and posted as an error, retried after a backoff
             report.result = SyncResult.ERROR
-            report.message = f"the reconciler failed on this commit: {_one_line(e)}"
+            report.message = self._failure_text(e, head)
         finally:
             self._finish(head, sync_id, report, started)
         return report
+
+    def _recover(self) -> None:
+        """Before anything new: finish what a killed process left half done, and on a
+        store with no history of the binding (new, or lost) take back what the backend
+        holds with this instance's marks, so nothing is created a second time."""
+        if self.applier.resolve_pending(self.binding.id):
+            self.inventory.reload()
+        if not self.had_history:
+            try:
+                adopted = adopt_owned(self.store, self.applier.provider, self.binding,
+                                      self.instance, history=False)
+            except ProviderError as e:  # never plan on top of a backend it could not read
+                raise ProviderError(f"cannot list the backend to adopt what it holds: {e}") \
+                    from e
+            self.had_history = True
+            if adopted:
+                self.inventory.reload()
+
+    def _back_off(self) -> None:
+        """Poll again only after a delay that grows with each error in a row: an error
+        that repeats never spins."""
+        self.errors += 1
+        self.retry_at = self.clock() + self.backoff.next_delay(self.errors)
+
+    def _failure_text(self, exc: Exception, head: str) -> str:
+        """What a failed step says: a backend's own error as it is; anything else is a
+        bug, logged with its traceback and named as the reconciler's failure."""
+        if isinstance(exc, ProviderError):
+            log.warning("sync failed", extra={"binding": self.binding.id, "commit": head,
+                                              "error": str(exc)})
+            return str(exc)
+        log.exception("sync crashed", extra={"binding": self.binding.id, "commit": head})
+        return f"the reconciler failed on this commit: {_one_line(exc)}"
 
     def _sync_commit(self, head: str, sync_id: int, report: SyncReport) -> None:
         """Steps 4 and 5: read and validate the commit, then plan and apply it. Sets
@@ -347,10 +376,8 @@ class BindingSync:
         """Record the sync's result, the binding's error and applied commit, count it and
         post its check: all from what happened, whatever step it ended at."""
         if report.result == SyncResult.ERROR:
-            # Polled again after a growing delay: an error that repeats never spins.
-            self.errors += 1
             self.retry_commit = True
-            self.retry_at = self.clock() + self.backoff.next_delay(self.errors)
+            self._back_off()
         else:
             self.errors = 0
         # A commit is done with when its plan was carried out as far as it can be: not

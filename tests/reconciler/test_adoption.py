@@ -56,6 +56,20 @@ def rig(manifest_repo: ManifestRepo, state_url: str, tmp_path: Path):
     r.close()
 
 
+def test_the_first_sync_of_a_new_process_adopts_by_itself(rig: LostStore) -> None:
+    """What the service does: no explicit adoption, just the first sync after the loss."""
+    rig.push({"manifests/a.yaml": job("a")})
+    assert rig.reconcile().result == "applied"
+    rig.lose_store()
+    rig.push_no_manifest()
+    rig.provider.calls.clear()
+    report = rig.reconcile()
+    assert report.result == "noop", report.message
+    assert not [c for c in rig.provider.calls if c[0] != "get"]
+    assert set(rig.inventory()) == {key("a")}
+    assert [e.reason for e in rig.store.list_events(key("a"))] == ["Adopted"]
+
+
 def test_lost_store_adopts_and_the_next_sync_is_a_noop(rig: LostStore) -> None:
     first = rig.push({"manifests/a.yaml": job("a"), "manifests/b.yaml": job("b")})
     assert rig.reconcile().result == "applied"
