@@ -213,8 +213,11 @@ class BindingSync:
         """Plan a branch or pull request (`number`, when known) against this binding's
         recorded state; post the plan check on its head commit and, with `comments`, the
         plan comment on the pull request. Nothing is ever applied from it."""
-        commit = head_sha if head_sha and head_sha in self.source._repo else None
-        commit = commit or self.source.resolve(ref)
+        commit = self._preview_commit(ref, head_sha, number)
+        if commit is None:
+            log.warning("preview skipped: the pull request's head is not on the remote",
+                        extra={"binding": self.binding.id, "ref": ref, "head": head_sha})
+            return None, []
         tree = DesiredTree.read(commit, self.binding.project,
                                 self.source.read_tree(commit, self.binding.path))
         problems = tree.problems
@@ -225,6 +228,24 @@ class BindingSync:
         self.poster.post(compose.plan_check(review))
         self.poster.comment(review, ref, number)
         return result, problems
+
+    def _preview_commit(self, ref: str, head_sha: str | None,
+                        number: int | None) -> str | None:
+        """The commit a preview plans: the pull request's own head. A fork's head is only
+        on the base repository's `refs/pull/<n>/head` (GitHub, Gitea) or
+        `refs/merge-requests/<n>/head` (GitLab), and its branch may share a name with a
+        base branch (a fork's `main`): the branch name comes last, and never when it
+        names another commit than the one the host said. None: not found."""
+        if head_sha and head_sha in self.source._repo:
+            return head_sha
+        if number is not None:
+            for pull in (f"refs/pull/{number}/head", f"refs/merge-requests/{number}/head"):
+                try:
+                    return self.source.resolve(pull)
+                except SourceError:
+                    continue
+        commit = self.source.resolve(ref)
+        return None if head_sha and commit != head_sha else commit
 
     def _preview_branches(self) -> None:
         if not self.binding.preview_branches:

@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import httpx
-import pytest
 import respx
 
 from providers.base import FakeProvider
@@ -23,8 +22,6 @@ JOB = ("apiVersion: nodus.dev/v1\nkind: Job\nmetadata:\n  name: {name}\nspec:\n"
        "  command: [python3, -c, pass]\n")
 
 
-@pytest.mark.xfail(strict=True, reason="preview() resolves the head branch's name in the "
-                   "base repository instead of fetching refs/pull/<n>/head (sync.py)")
 def test_a_fork_pull_request_from_its_main_is_planned_at_its_own_head(
         tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setenv("GH_TOKEN", "ghp_static")
@@ -60,3 +57,29 @@ def test_a_fork_pull_request_from_its_main_is_planned_at_its_own_head(
                    for c in statuses.calls if b"nodus/ci/plan" in c.request.content]
     assert [s["sha"] for s in plan_status] == [head]
     assert "Job/from-fork" in json.loads(comment.calls[0].request.content)["body"]
+
+
+def test_a_merge_request_head_and_a_stale_branch_name(tmp_path: Path) -> None:
+    """GitLab keeps a merge request's head under refs/merge-requests/<iid>/head; and a
+    branch name that names another commit than the host said is never planned instead."""
+    with serve_git_http(tmp_path / "srv") as server:
+        url = server.url_for("group/jobs")
+        repo = ManifestRepo(server.root / "group", "jobs", tmp_path / "work")
+        repo.write("a.yaml", JOB.format(name="a"))
+        base = repo.commit("a")
+        repo.push()
+        repo.write("mr.yaml", JOB.format(name="from-mr"))
+        head = repo.commit("a merge request's change")
+        git("push", "--quiet", "origin", f"{head}:refs/merge-requests/3/head", cwd=repo.work)
+        git("reset", "--quiet", "--hard", base, cwd=repo.work)
+        config = tmp_path / "config.yaml"
+        config.write_text(f"instance: ci\nrepos:\n  - id: team\n    url: {url}\n")
+        settings = load_settings(str(config), environ={},
+                                 overrides={"state_dir": str(tmp_path / "state")})
+        service = Service(settings, Store.open(None, tmp_path),
+                          provider_factory=lambda _n: FakeProvider())
+        sync = service.syncs["team"]
+        plan, problems = sync.preview("main", head, 3)
+        assert not problems and "from-mr" in {a.key.name for a in plan.actions}
+        # The hook names a head nothing on the remote holds: no plan of `main` instead.
+        assert sync.preview("main", "f" * 40, None) == (None, [])
