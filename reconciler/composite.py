@@ -11,17 +11,30 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.envvars import EnvError, env_mapping
 
-def merge_defaults(defaults: dict[str, Any] | None, template: dict[str, Any] | None) -> dict:
+
+def merge_defaults(defaults: dict[str, Any] | None, template: dict[str, Any] | None,
+                   *, top: bool = True) -> dict:
     """A stage's Job spec: objects merge field by field, a value (or list) the stage sets
-    wins over the default, a list replaces the default list."""
+    wins over the default, a list replaces the default list. `env` merges by name in
+    either of its forms (a mapping or the Kubernetes list)."""
     merged = copy.deepcopy(defaults) if isinstance(defaults, dict) else {}
     for key, value in (template or {}).items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = merge_defaults(merged[key], value)
+        if top and key == "env" and "env" in merged:
+            merged[key] = _merged_env(merged["env"], value)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = merge_defaults(merged[key], value, top=False)
         else:
             merged[key] = copy.deepcopy(value)
     return merged
+
+
+def _merged_env(default: Any, stage: Any) -> Any:
+    try:
+        return env_mapping(default) | env_mapping(stage)
+    except EnvError:
+        return copy.deepcopy(stage)  # validation names the problem; the stage's value wins
 
 
 def stage_job_name(pipeline: str, stage: str) -> str:

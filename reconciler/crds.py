@@ -24,7 +24,8 @@ VERSION = "v1"
 PLURALS = {"Job": "jobs", "Pipeline": "pipelines", "Sweep": "sweeps"}
 
 # Keywords of draft 2020-12 (or of our schemas) that a CRD schema may not carry.
-_DROPPED = frozenset({"$schema", "$id", "$defs", "$comment", "patternErrorMessage", "examples",
+_DROPPED = frozenset({"$schema", "$id", "$defs", "$comment", "patternErrorMessage",
+                      "additionalPropertiesErrorMessage", "examples",
                       "propertyNames", "uniqueItems", "title", "contentEncoding"})
 # Keywords that constrain one JSON type only: meaningless once a node is untyped.
 _TYPED_ONLY = frozenset({"properties", "additionalProperties", "required", "items",

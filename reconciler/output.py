@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import yaml
 
 from reconciler.plan import ActionType, Change, Plan
+from reconciler.quantities import parse_usd
 from reconciler.validation import Problem
 from state.records import EventRecord, InventoryRecord
 
@@ -50,13 +52,85 @@ def age(since: datetime | None, now: datetime | None = None) -> str:
     return f"{seconds}s"
 
 
-def money(value: str | None) -> str:
-    amount = Decimal(value or "0")
-    return "<$0.01" if 0 < amount < Decimal("0.01") else f"${amount:.2f}"
+_CENT = Decimal("0.01")
+
+
+def money(value: str | float | None) -> str:
+    """Dollars as `get` and the dashboard show them: cents (`$0.31`), and an amount below a
+    cent with two significant digits (`$0.0031`), never `<$0.01`; `-` when not an amount."""
+    amount = _amount(value or "0")
+    if amount is None:
+        return "-"
+    if 0 < abs(amount) < _CENT:
+        shown = amount.quantize(Decimal(1).scaleb(amount.adjusted() - 1)).normalize()
+        if abs(shown) < _CENT:  # 0.00999 rounds to a cent: shown as one below
+            return f"${shown:f}"
+    return f"${amount:.2f}"
+
+
+def _amount(value: object) -> Decimal | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)
+    return parse_usd(value) if isinstance(value, str) else None
+
+
+def job_gpu(r: InventoryRecord) -> str:
+    """The GPU a Job runs on: the backend's `status.gpu`, or the types of the devices in
+    `status.gpus` (what the local backend writes) in the request form, `L4` or `H100:8`."""
+    status = r.status or {}
+    if isinstance(status.get("gpu"), str):
+        return status["gpu"]
+    types = [(g.get("type") or g.get("name")) if isinstance(g, dict) else g
+             for g in status.get("gpus") or []]
+    types = [str(t) for t in types if t]
+    if not types:
+        return "-"
+    if len(set(types)) == 1:
+        return types[0] if len(types) == 1 else f"{types[0]}:{len(types)}"
+    return ",".join(dict.fromkeys(types))
+
+
+def job_attempt(r: InventoryRecord) -> str:
+    """The attempt a Job is on: `status.attempt`; else `status.attempts` when the Job has one
+    index (it counts the runs of every index, so it is no attempt of an Indexed Job)."""
+    status = r.status or {}
+    attempt = status.get("attempt")
+    if attempt is None and _completions(r) == 1:
+        attempt = status.get("attempts")
+    return str(attempt) if isinstance(attempt, int) and attempt > 0 else "-"
+
+
+def job_offering(r: InventoryRecord) -> str:
+    offering = (r.status or {}).get("offering")
+    if isinstance(offering, dict):
+        offering = offering.get("name")
+    return str(offering) if offering else "-"
+
+
+def job_rate(r: InventoryRecord) -> str:
+    """The offering's rate, `status.rateUSDPerHour`, as `$0.80/h`."""
+    rate = (r.status or {}).get("rateUSDPerHour")
+    return f"{money(rate)}/h" if _amount(rate) is not None else "-"
+
+
+def job_progress(r: InventoryRecord) -> str:
+    """The progress the backend reports (`status.progress`), else indexes done of all."""
+    status = r.status or {}
+    if isinstance(status.get("progress"), str):
+        return status["progress"]
+    succeeded = status.get("succeeded")
+    return f"{succeeded if isinstance(succeeded, int) else 0}/{_completions(r)}"
+
+
+def _completions(r: InventoryRecord) -> int:
+    spec = (r.manifest or {}).get("spec")
+    completions = spec.get("completions") if isinstance(spec, dict) else None
+    return completions if isinstance(completions, int) and completions > 0 else 1
 
 
 def progress(r: InventoryRecord) -> str:
-    """The seeds' per-kind column: STAGES for Pipelines, CELLS for Sweeps, INDEXES for Jobs."""
+    """STAGES for Pipelines and CELLS for Sweeps, as the seeds print them; for a Job its
+    completed indexes (`0-2,5`). A listing of several kinds and the dashboard show it."""
     status = r.status or {}
     if r.key.kind == "Pipeline":
         stages = status.get("stages") or []
@@ -83,33 +157,38 @@ def best_cost(r: InventoryRecord) -> str:
     return str(best["byCost"]) if "byCost" in best else "-"
 
 
-# The seeds' `get` columns per kind; a mixed listing uses PROGRESS for all three.
-_KIND_COLUMNS = {"Pipeline": "STAGES", "Sweep": "CELLS", "Job": "INDEXES"}
+Column = tuple[str, Callable[[InventoryRecord], str]]
+_COST: Column = ("COST", lambda r: money(r.cost_usd))
+_AGE: Column = ("AGE", lambda r: age(r.created_at))
+# The seeds' `get` columns per kind. A Job: "the phase, the GPU, the attempt, the cost so far
+# and the age (-o wide adds the offering, its rate and progress)"; a Pipeline: STAGES; a
+# Sweep: CELLS and BEST-COST. A listing of several kinds names the kind, with PROGRESS.
+_COLUMNS: dict[str | None, list[Column]] = {
+    "Job": [("GPU", job_gpu), ("ATTEMPT", job_attempt), _COST, _AGE],
+    "Pipeline": [("STAGES", progress), _COST, _AGE],
+    "Sweep": [("CELLS", progress), _COST, ("BEST-COST", best_cost), _AGE],
+    None: [("PROGRESS", progress), _COST, _AGE],
+}
+_WIDE: dict[str | None, list[Column]] = {
+    "Job": [("OFFERING", job_offering), ("RATE", job_rate), ("PROGRESS", job_progress)],
+}
+# What -o wide adds for every kind: where the resource comes from.
+_SOURCE: list[Column] = [("REASON", lambda r: r.reason or "-"),
+                         ("COMMIT", lambda r: (r.source_commit or "-")[:12]),
+                         ("FILE", lambda r: r.source_file or "-")]
 
 
 def resources_table(records: list[InventoryRecord], wide: bool = False) -> str:
     kinds = {r.key.kind for r in records}
     only = next(iter(kinds)) if len(kinds) == 1 else None
-    header = ["NAME", "PHASE", _KIND_COLUMNS.get(only or "", "PROGRESS"), "COST"]
+    columns: list[Column] = [("NAME", lambda r: r.key.name), ("PHASE", lambda r: r.phase or "-"),
+                             *_COLUMNS.get(only, _COLUMNS[None])]
     if only is None:
-        header.insert(0, "KIND")
-    if only == "Sweep":
-        header.append("BEST-COST")
-    header.append("AGE")
+        columns.insert(0, ("KIND", lambda r: r.key.kind))
     if wide:
-        header += ["REASON", "COMMIT", "FILE"]
-    rows = [header]
-    for r in records:
-        row = [r.key.name, r.phase or "-", progress(r), money(r.cost_usd)]
-        if only is None:
-            row.insert(0, r.key.kind)
-        if only == "Sweep":
-            row.append(best_cost(r))
-        row.append(age(r.created_at))
-        if wide:
-            row += [r.reason or "-", (r.source_commit or "-")[:12], r.source_file or "-"]
-        rows.append(row)
-    return table(rows)
+        columns += [*_WIDE.get(only, []), *_SOURCE]
+    return table([[title for title, _ in columns]]
+                 + [[cell(r) for _, cell in columns] for r in records])
 
 
 def dump(objects: Any, fmt: str) -> str:

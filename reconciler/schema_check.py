@@ -95,10 +95,11 @@ def _describe(error: ValidationError) -> Iterator[tuple[FieldPath, str, bool]]:
     if keyword == "additionalProperties":
         known = set(schema.get("properties", {}))
         patterns = [re.compile(p) for p in schema.get("patternProperties", {})]
+        why = schema.get("additionalPropertiesErrorMessage")
         for extra in sorted(k for k in value if k not in known
                             and not any(p.search(k) for p in patterns)):
-            allowed = ", ".join(sorted(known))
-            yield path + (extra,), f"unknown field {extra!r} (allowed here: {allowed})", True
+            allowed = f": {why}" if why else f" (allowed here: {', '.join(sorted(known))})"
+            yield path + (extra,), f"unknown field {extra!r}{allowed}", True
     elif keyword == "required":
         missing = error.message.split("'")[1] if "'" in error.message else error.message
         yield path + (missing,), "required field is missing", True

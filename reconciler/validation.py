@@ -21,6 +21,7 @@ from reconciler.composite import (
     stage_job_name,
     sweep_cell_count,
 )
+from reconciler.envvars import reserved, twice
 from reconciler.errors import ManifestError
 from reconciler.gpu import effective_min_memory
 from reconciler.identity import API_VERSION, KINDS, Kind
@@ -28,7 +29,7 @@ from reconciler.manifests import Document, FieldPath, Manifest, bulk_loading, lo
 from reconciler.quantities import parse_time, parse_usd
 from reconciler.schema_check import json_type, schema_problems, show
 
-MAX_STAGE_JOB_NAME = 62
+MAX_PIPELINE_AND_STAGE_NAME = 62  # the two names together, without the '-' joining them
 MAX_NAME = 63
 MAX_SWEEP_CELLS = 256
 OUTPUTS_ROOT = "/nodus/outputs"
@@ -125,16 +126,36 @@ def _check_run_fields(c: _Collector, spec: dict, at: FieldPath) -> None:
               f"{show(when)} is not an RFC 3339 time (use 2026-12-01T18:00:00Z)")
 
 
-def _check_job_spec(c: _Collector, spec: dict, at: FieldPath) -> None:
-    """The Job rules, for a Job, a merged Pipeline stage or a Sweep template."""
-    _check_run_fields(c, spec, at)
+def _check_env(c: _Collector, spec: dict, at: FieldPath) -> None:
+    """`env` as written at `at`, a mapping or the Kubernetes list of {name, value}: no name
+    the platform reserves, and no name twice in the list (YAML refuses a repeated key).
+    Its shape (names, string values, no valueFrom) is the schema's."""
     env = spec.get("env")
     if isinstance(env, dict):
         for name in env:
-            if isinstance(name, str) and name.startswith("NODUS_") and not name.startswith(
-                    "NODUS_PARAM_"):
-                c.add(at + ("env", name), f"{name!r}: the NODUS_ prefix is reserved for the "
-                      "platform's variables (only NODUS_PARAM_ names may be set)", key=True)
+            _check_env_name(c, at + ("env", name), name, key=True)
+        return
+    first: dict[str, int] = {}
+    for i, entry in _dicts(env):
+        name = entry.get("name")
+        if not isinstance(name, str):
+            continue
+        _check_env_name(c, at + ("env", i, "name"), name)
+        if name in first:
+            c.add(at + ("env", i, "name"), twice(name, first[name], i))
+        first.setdefault(name, i)
+
+
+def _check_env_name(c: _Collector, path: FieldPath, name: Any, key: bool = False) -> None:
+    if isinstance(name, str) and reserved(name):
+        c.add(path, f"{name!r}: the NODUS_ prefix is reserved for the platform's variables "
+              "(only NODUS_PARAM_ names may be set)", key=key)
+
+
+def _check_job_spec(c: _Collector, spec: dict, at: FieldPath) -> None:
+    """The Job rules, for a Job, a merged Pipeline stage or a Sweep template (`env` aside:
+    it is checked where it is written, see `_check_env`)."""
+    _check_run_fields(c, spec, at)
     seen: dict[str, int] = {}
     for i, output in _dicts(spec.get("outputs")):
         name, path = output.get("name"), output.get("path")
@@ -161,6 +182,7 @@ def _under_outputs(path: str) -> bool:
 
 def _check_job(c: _Collector, m: Manifest) -> None:
     _check_job_spec(c, m.spec, ("spec",))
+    _check_env(c, m.spec, ("spec",))
 
 
 def _check_pipeline(c: _Collector, m: Manifest) -> None:
@@ -179,13 +201,16 @@ def _check_pipeline(c: _Collector, m: Manifest) -> None:
                   f"stage {name!r} is declared twice (stages[{names[name]}] and [{i}])")
             continue
         names[name] = i
-        job_name = stage_job_name(m.name, name)
-        if m.name and len(job_name) > MAX_STAGE_JOB_NAME:
+        together = len(m.name) + len(name)
+        if m.name and together > MAX_PIPELINE_AND_STAGE_NAME:
+            job_name = stage_job_name(m.name, name)
             c.add(("spec", "stages", i, "name"),
-                  f"the stage Job name {job_name!r} is {len(job_name)} characters; the pipeline "
-                  f"name plus the stage name can be at most {MAX_STAGE_JOB_NAME} characters "
-                  "together (with the '-')")
+                  f"the pipeline name plus the stage name are {together} characters; they can "
+                  f"be at most {MAX_PIPELINE_AND_STAGE_NAME} (the stage Job {job_name!r} would "
+                  f"be {len(job_name)} characters)")
     merged = {s.get("name"): merge_defaults(defaults, s.get("template")) for _, s in stages}
+    _check_env(c, defaults, ("spec", "defaults"))
+    _check_stage_cap(c, cap, defaults, ("spec", "defaults"))
     graph: dict[str, list[str]] = {}
     for i, stage in stages:
         name = stage.get("name")
@@ -218,17 +243,26 @@ def _check_pipeline(c: _Collector, m: Manifest) -> None:
             c.add(at + ("template",), "stage has no command: set template.command or "
                   "spec.defaults.command", key=True)
         _check_job_spec(c, job, at + ("template",))
-        stage_cap = parse_usd(job.get("maxCostUSD")) if isinstance(job.get("maxCostUSD"),
-                                                                    str) else None
-        if cap is not None and stage_cap is not None and stage_cap > cap:
-            where = at + ("template", "maxCostUSD") if "maxCostUSD" in (
-                stage.get("template") or {}) else ("spec", "defaults", "maxCostUSD")
-            c.add(where, f"the stage cap {job['maxCostUSD']} exceeds the pipeline's "
-                  f"maxCostUSD {spec['maxCostUSD']}")
+        template = stage.get("template") if isinstance(stage.get("template"), dict) else {}
+        _check_env(c, template, at + ("template",))
+        _check_stage_cap(c, cap, template, at + ("template",))
     cycle = find_cycle(graph)
     if cycle:
         c.add(("spec", "stages", names[cycle[0]], "dependsOn"),
               f"dependency cycle: {' -> '.join(cycle)}")
+
+
+def _check_stage_cap(c: _Collector, cap: Decimal | None, job: dict, at: FieldPath) -> None:
+    """The seeds: "A stage can set a lower maxCostUSD of its own", strictly lower than the
+    Pipeline's. Checked where it is written: a cap in spec.defaults is one problem, not one
+    per stage."""
+    text = job.get("maxCostUSD")
+    stage_cap = parse_usd(text) if isinstance(text, str) else None
+    if cap is None or stage_cap is None or stage_cap < cap:
+        return
+    how = "exceeds" if stage_cap > cap else "equals"
+    c.add(at + ("maxCostUSD",), f"the stage cap {text} {how} the pipeline's maxCostUSD "
+          f"{cap}: a stage can only set a lower maxCostUSD of its own (or leave it out)")
 
 
 def _check_sweep(c: _Collector, m: Manifest) -> None:
@@ -241,6 +275,7 @@ def _check_sweep(c: _Collector, m: Manifest) -> None:
               f"{target} as the target is not available yet (use kind: Job)")
     job = template.get("spec") if isinstance(template.get("spec"), dict) else {}
     _check_job_spec(c, job, ("spec", "template", "spec"))
+    _check_env(c, job, ("spec", "template", "spec"))
     matrix = spec.get("matrix") if isinstance(spec.get("matrix"), dict) else {}
     count = sweep_cell_count(spec) if _matrix_shape_ok(matrix, spec) else 0
     if count > MAX_SWEEP_CELLS:

@@ -339,6 +339,16 @@ INVALID = [
      "spec.completeByTime", "pattern"),
     ("env-bad-name", "Job", "spec.env", {"1BAD": "x"}, "spec.env", "pattern"),
     ("env-not-string", "Job", "spec.env", {"STEPS": 300}, "spec.env.STEPS", "type"),
+    ("env-a-string", "Job", "spec.env", "STEPS=300", "spec.env", "type"),
+    ("env-list-bad-name", "Job", "spec.env", [{"name": "1BAD", "value": "x"}],
+     "spec.env.0.name", "pattern"),
+    ("env-list-not-string", "Job", "spec.env", [{"name": "STEPS", "value": 300}],
+     "spec.env.0.value", "type"),
+    ("env-list-without-name", "Job", "spec.env", [{"value": "x"}], "spec.env.0", "required"),
+    ("env-list-value-from", "Job", "spec.env",
+     [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}],
+     "spec.env.0", "additionalProperties"),
+    ("env-list-entry-a-string", "Job", "spec.env", ["STEPS=300"], "spec.env.0", "type"),
     ("placement-unknown", "Job", "spec.placement", {"zone": "us-east-1a"}, "spec.placement",
      "additionalProperties"),
     ("interruptible-string", "Job", "spec.placement", {"interruptible": "yes"},
@@ -472,6 +482,18 @@ def test_a_full_job_is_valid() -> None:
         }
     )
     assert [e.message for e in _errors("Job", manifest)] == []
+
+
+def test_env_takes_a_mapping_or_the_kubernetes_list_of_name_and_value() -> None:
+    listed = [{"name": "LOG_LEVEL", "value": "debug"}, {"name": "NODUS_PARAM_X", "value": "1"},
+              {"name": "EMPTY"}]
+    for env in ({"LOG_LEVEL": "debug"}, listed, {}, []):
+        assert [e.message for e in _errors("Job", _changed("Job", "spec.env", env))] == []
+    pipeline = _seed(BASE_SEED["Pipeline"])
+    pipeline["spec"]["defaults"]["env"] = {"A": "1"}
+    pipeline["spec"]["stages"][0]["template"]["env"] = [{"name": "B", "value": "2"}]
+    assert _errors("Pipeline", pipeline) == []
+    assert _errors("Sweep", _changed("Sweep", "spec.template.spec.env", listed)) == []
 
 
 def test_a_full_sweep_is_valid() -> None:

@@ -116,3 +116,27 @@ def flag_binding_id(repo: ManifestRepo) -> str:
     from reconciler.config import binding_from_flags
 
     return binding_from_flags(repo.push_url, "main", None, "p", None, None).id
+
+
+def test_get_prints_the_seeds_job_columns(tmp_path: Path, capsys) -> None:
+    """get: the phase, the GPU, the attempt, the cost so far and the age; -o wide adds the
+    offering, its rate and progress. A cost below a cent shows its value."""
+    from reconciler.identity import ResourceKey
+    from state.records import InventoryRecord
+
+    state = tmp_path / "state"
+    store = Store.open(None, state)
+    store.upsert_binding("b", "https://github.com/acme/ml.git", "main", "", "p")
+    status = {"attempts": 2, "succeeded": 0, "gpus": [{"type": "L4", "name": "L4"}],
+              "offering": "local-l4", "rateUSDPerHour": "0.80"}
+    store.upsert_resource(InventoryRecord(
+        ResourceKey("Job", "p", "hello"), "b", {"kind": "Job", "spec": {}}, "h",
+        phase="Running", status=status, cost_usd="0.0031", source_file="hello.yaml"))
+    assert main(["get", "jobs", "--state-dir", str(state)]) == 0
+    header, row = (line.split() for line in capsys.readouterr().out.splitlines())
+    assert header == ["NAME", "PHASE", "GPU", "ATTEMPT", "COST", "AGE"]
+    assert row[:5] == ["hello", "Running", "L4", "2", "$0.0031"]
+    assert main(["get", "job/hello", "-o", "wide", "--state-dir", str(state)]) == 0
+    header, row = (line.split() for line in capsys.readouterr().out.splitlines())
+    assert header[6:9] == ["OFFERING", "RATE", "PROGRESS"]
+    assert row[6:9] == ["local-l4", "$0.80/h", "0/1"]

@@ -113,6 +113,24 @@ CASES = {
                             "spec.command[1]", 7, "expected a string"),
     "reserved env prefix": (JOB + "  env:\n    NODUS_JOB: x\n", "spec.env.NODUS_JOB", 11,
                             "reserved"),
+    "reserved env prefix, list form": (JOB + "  env:\n    - name: LOG_LEVEL\n      value: debug\n"
+                                       "    - name: NODUS_JOB\n      value: x\n",
+                                       "spec.env[1].name", 13, "reserved"),
+    "env name twice, list form": (JOB + "  env:\n    - {name: A, value: '1'}\n"
+                                  "    - {name: B, value: '2'}\n    - {name: A, value: '3'}\n",
+                                  "spec.env[2].name", 13, "env[0] and env[2]"),
+    "env valueFrom": (JOB + "  env:\n    - name: TOKEN\n      valueFrom:\n"
+                      "        secretKeyRef: {name: s, key: k}\n",
+                      "spec.env[0].valueFrom", 12, "only name and value"),
+    "env list bad name": (JOB + "  env:\n    - {name: 1BAD, value: x}\n", "spec.env[0].name",
+                          11, "not an environment variable name"),
+    "env list value a number": (JOB + "  env:\n    - name: STEPS\n      value: 300\n",
+                                "spec.env[0].value", 12, "quote it"),
+    "env list entry without a name": (JOB + "  env:\n    - value: x\n", "spec.env[0].name", 11,
+                                      "required"),
+    "env list entry a string": (JOB + "  env:\n    - STEPS=300\n", "spec.env[0]", 11,
+                                "expected a mapping"),
+    "env a string": (JOB + "  env: STEPS=300\n", "spec.env", 10, "expected a mapping or list"),
     "bad gpu request": (JOB + "  resources:\n    gpu: H100:0\n", "spec.resources.gpu", 11,
                         "not a GPU request"),
     "bad gpu object": (JOB + "  resources:\n    gpu: {type: L4, count: 0}\n",
@@ -161,7 +179,7 @@ CASES = {
                                 "spec.source.git.repo", 12, "credentials in the URL"),
     "stage names unique": (edit(PIPELINE, "- name: train", "- name: prepare"),
                            "spec.stages[1].name", 16, "twice"),
-    "stage job name length": (edit(PIPELINE, "- name: train", "- name: " + "t" * 52),
+    "stage job name length": (edit(PIPELINE, "- name: train", "- name: " + "t" * 53),
                               "spec.stages[1].name", 16, "62"),
     "dependsOn unknown": (edit(PIPELINE, "dependsOn: [prepare]", "dependsOn: [prepare, clean]"),
                           "spec.stages[1].dependsOn[1]", 17, "not a stage"),
@@ -180,6 +198,12 @@ CASES = {
     "stage cap above pipeline cap": (edit(PIPELINE, "      template: {}",
                                           '      template: {maxCostUSD: "0.60"}'),
                                      "spec.stages[1].template.maxCostUSD", 22, "exceeds"),
+    "stage cap equal to pipeline cap": (edit(PIPELINE, "      template: {}",
+                                             '      template: {maxCostUSD: "0.50"}'),
+                                        "spec.stages[1].template.maxCostUSD", 22, "lower"),
+    "defaults cap equal to pipeline cap": (
+        edit(PIPELINE, "  defaults:\n", '  defaults:\n    maxCostUSD: "0.50"\n'),
+        "spec.defaults.maxCostUSD", 8, "lower"),
     "stage without command": (edit(PIPELINE, '    command: [python3, -c, "print(1)"]\n', ""),
                               "spec.stages[0].template", 11, "no command"),
     "sweep target kind": (edit(SWEEP, "kind: Job\n    spec", "kind: Function\n    spec"),
@@ -218,6 +242,72 @@ def test_each_rule(case: str) -> None:
     assert hits[0].line == line, str(hits[0])
     assert words in hits[0].message, str(hits[0])
     assert hits[0].file == "m0.yaml"
+
+
+def test_pipeline_and_stage_names_may_make_62_characters_together() -> None:
+    """The seeds: "The pipeline name plus the stage name can be at most 62 characters"; the
+    '-' that joins them into the stage Job's name is not counted."""
+    pipeline = edit(PIPELINE, "name: train-eval", "name: " + "p" * 31)
+    assert problems_of(edit(pipeline, "- name: train", "- name: " + "t" * 31)) == []
+    [problem] = problems_of(edit(pipeline, "- name: train", "- name: " + "t" * 32))
+    assert problem.path == "spec.stages[1].name" and "63 characters" in problem.message
+
+
+def test_a_stage_cap_below_the_pipeline_cap_is_accepted() -> None:
+    assert problems_of(edit(PIPELINE, "      template: {}",
+                            '      template: {maxCostUSD: "0.49"}')) == []
+
+
+def test_a_default_cap_is_reported_once_not_per_stage() -> None:
+    doc = edit(PIPELINE, "  defaults:\n", '  defaults:\n    maxCostUSD: "0.60"\n')
+    problems = problems_of(doc)
+    assert [(p.path, p.line) for p in problems] == [("spec.defaults.maxCostUSD", 8)], problems
+    assert "exceeds" in problems[0].message
+
+
+ENV_LIST = """\
+  env:
+    - name: LOG_LEVEL
+      value: debug
+    - name: NODUS_PARAM_X
+      value: "1"
+    - name: EMPTY
+"""
+
+
+def indent(text: str, by: int) -> str:
+    return textwrap.indent(text, " " * by)
+
+
+def test_env_in_the_kubernetes_list_form_is_accepted() -> None:
+    assert problems_of(JOB + ENV_LIST) == []
+    assert problems_of(SWEEP + indent(ENV_LIST, 4)) == []
+    # Defaults in one form, a stage in the other.
+    pipeline = edit(PIPELINE, "  defaults:\n", "  defaults:\n    env: {A: '1'}\n")
+    pipeline = edit(pipeline, "      template: {}",
+                    "      template:\n        env:\n          - {name: B, value: '2'}")
+    assert problems_of(pipeline) == []
+
+
+def test_reserved_env_names_in_pipeline_defaults_are_reported_once_at_their_line() -> None:
+    doc = edit(PIPELINE, "  defaults:\n",
+               "  defaults:\n    env:\n      - name: NODUS_X\n        value: x\n")
+    problems = problems_of(doc)
+    assert [(p.path, p.line) for p in problems] == [("spec.defaults.env[0].name", 9)], problems
+    doc = edit(PIPELINE, "      template: {}", "      template:\n        env: {NODUS_Y: x}")
+    problems = problems_of(doc)
+    assert [(p.path, p.line) for p in problems] == [
+        ("spec.stages[1].template.env.NODUS_Y", 23)], problems
+
+
+@pytest.mark.parametrize("env, path", [
+    ("env: {NODUS_JOB: x}\n", "spec.template.spec.env.NODUS_JOB"),
+    ("env:\n  - {name: NODUS_JOB, value: x}\n", "spec.template.spec.env[0].name"),
+])
+def test_reserved_env_names_in_a_sweep_template(env: str, path: str) -> None:
+    [problem] = problems_of(SWEEP + indent(env, 6))
+    assert "reserved" in problem.message, problem
+    assert (problem.path, problem.line) == (path, 15 + env.count("\n") - 1), problem
 
 
 def test_text_line_matches_the_documented_shape() -> None:
