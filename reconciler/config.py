@@ -85,6 +85,7 @@ class Binding:
         A credentials setting wins over user-info in the URL, as it always did in the Git
         source: the setting is what a user changes when authentication fails."""
         if self.github_app is not None and self.url.startswith(("https://", "http://")):
+            _check_app_host(self.github_app, self.url, f"repo binding {self.id!r}")
             return git_credentials(self.github_app, split_repo_url(self.url)[1])
         if self.credentials_file:
             return Credentials.from_file(self.credentials_file)
@@ -251,6 +252,8 @@ def _env_overrides(binding: Binding, environ: Mapping[str, str]) -> Binding:
         var = prefix + _snake_env(name)
         if var in environ:
             changes[name] = _coerce(name, environ[var], var)
+    if binding.github_app is not None and "url" in changes:  # the rule holds here too
+        _check_app_host(binding.github_app, changes["url"], prefix + _snake_env("url"))
     return replace(binding, **changes) if changes else binding
 
 

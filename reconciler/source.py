@@ -108,6 +108,11 @@ class Credentials:
         one (credentials whose tokens expire fetch a new one)."""
         return self.password
 
+    def redacted(self) -> tuple[str, ...]:
+        """What messages must never show: the password and passphrase (credentials that
+        mint their tokens: the last tokens minted)."""
+        return tuple(s for s in (self.password, self.ssh_passphrase) if s)
+
     def __repr__(self) -> str:
         shown = [f"{name}=<set>" for name in ("username", "password", "ssh_passphrase")
                  if getattr(self, name)]
@@ -509,7 +514,8 @@ class GitSource:
         raise SourceError(f"branch '{self.branch}' not found on {self.url}")
 
     def _scrub(self, text: str) -> str:
-        for secret in self._secrets:
+        held = self._credentials.redacted() if self._credentials else ()
+        for secret in (*self._secrets, *held):
             text = text.replace(secret, "***")
         return text
 

@@ -46,6 +46,7 @@ DEFAULT_API_URL = "https://api.github.com"
 JWT_BACKDATE = 60  # seconds: GitHub's advice against clock drift
 JWT_LIFETIME = 540  # seconds after now; GitHub refuses more than 600
 REFRESH_EARLY = 300  # seconds before `expires_at` a token is replaced
+MINTED_KEPT = 8  # tokens per repository remembered, to be scrubbed from messages
 GIT_USERNAME = "x-access-token"  # what GitHub expects with an installation token
 SETTING = "githubApp"
 KEYS = ("appId", "installationId", "privateKeyFile", "privateKeyEnv", "apiUrl")
@@ -97,6 +98,7 @@ class GitHubApp:
         self._lock = threading.Lock()
         self._installations: dict[str, int] = {}
         self._tokens: dict[str, _Access] = {}
+        self._minted: dict[str, tuple[str, ...]] = {}  # per repository, newest last
         self._login: str | None = None
 
     def __repr__(self) -> str:
@@ -165,7 +167,14 @@ class GitHubApp:
                 return cached.token
             fresh = self._mint(repository)
             self._tokens[repository] = fresh
+            minted = (*self._minted.get(repository, ()), fresh.token)
+            self._minted[repository] = minted[-MINTED_KEPT:]
             return fresh.token
+
+    def minted(self, repository: str) -> tuple[str, ...]:
+        """The last tokens minted for `repository`: what messages must never show. Never
+        waits for a mint in progress (one tuple, replaced whole)."""
+        return self._minted.get(repository, ())
 
     def forget(self, repository: str, rejected: str) -> bool:
         """Drop the cached token when it is the one a host just refused; True: the next
@@ -276,6 +285,9 @@ class GitHubAppCredentials(Credentials):
             return token
         except NodusGitopsError as exc:  # the fetch fails with the reason, not a crash
             raise SourceError(str(exc)) from None
+
+    def redacted(self) -> tuple[str, ...]:
+        return self.tokens.app.minted(self.tokens.repository) if self.tokens else ()
 
     def __repr__(self) -> str:
         return f"GitHubAppCredentials({self.tokens.repository if self.tokens else ''})"

@@ -203,7 +203,8 @@ class GitNotesWriter:
                                  f"{self._scrub(str(exc))}") from None
 
     def _scrub(self, message: str) -> str:
-        for secret in self._secrets:
+        held = self._credentials.redacted() if self._credentials else ()
+        for secret in (*self._secrets, *held):
             message = message.replace(secret, "<secret>")
         return message
 

@@ -10,10 +10,15 @@ that order, and a last line says what was left out. Lengths are counted in UTF-1
 units, never fewer than the hosts' own count of characters.
 
 Manifest values reach the text only inside a code span or a code fence longer than any
-run of backticks in them, or HTML-escaped on one line with every `@name` and bare link
+run of backticks in them (each line of a diff after its `-`, `+` or ` `: a line break in a
+key is shown as `\n`), or HTML-escaped on one line with every `@name`, reference (`#1`,
+`owner/repo#1`, GitLab's `!1`, `~label`, `%milestone`, `&epic`, `$snippet`) and bare link
 broken by a zero-width space: a manifest cannot close a block, forge a marker, start a
-heading, ping someone or plant a link in a comment the reconciler signs. A file name that
-is not UTF-8 (its bytes come as lone surrogates) is shown with U+FFFD in their place.
+heading or a quick action, ping someone, or plant a link or a cross-reference in a comment
+the reconciler signs. Characters that do not show themselves (bidi controls, zero-width
+and other format characters, controls) are shown escaped (`\u202e`), so that a name
+cannot pass for another. A file name that is not UTF-8 (its bytes come as lone
+surrogates) is shown with U+FFFD in their place.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from __future__ import annotations
 import difflib
 import html
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -38,8 +43,18 @@ LONG_STRING = 80  # characters; a longer (or multi-line) string is shown as a li
 SUMMARY_FIELDS = 4  # changed fields named in a diff's one-line summary
 FOOTER_ROOM = 400  # kept free for the last lines
 _BREAK = "&#8203;"  # a zero-width space: the text reads the same, a host no longer acts on it
-_MENTION = re.compile(r"@(?=[A-Za-z0-9])")  # @user, @org/team, user@host
-_AUTOLINK = re.compile(r"(?i)(?<![a-z])(https?|ftp)(?=://)|\b(www)(?=\.)")
+# What GitHub, GitLab or Gitea act on in HTML-escaped text; a _BREAK goes after each.
+_ACTED_ON = re.compile(r"""
+    @(?=[\w.-])                              # @user, @org/team, user@host, @_user, @.user
+  | [\#!~%$](?=[\w."]) | &amp;(?=[\w."])      # #1, owner/repo#1, !1, ~bug, %v1, $1, &epic
+  | (?i:\bGH-)(?=\d) | \*(?=iteration:)      # GH-1, GitLab's *iteration:1
+  | \[(?=[a-z_]+:)                           # GitLab's [vulnerability:1] and the like
+  | (?i:(?<![a-z])(?:https?|ftp)(?=://) | \bwww(?=\.))  # a bare link
+""", re.VERBOSE)
+# Characters that do not show themselves: controls (but tab and line breaks), bidi
+# controls, zero-width and other format characters, line separators, tags.
+_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f"
+                        "\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]")
 
 
 @dataclass(frozen=True)
@@ -81,33 +96,36 @@ def render(review: PlanReview, target: Target, *, marker: str = "") -> str:
     head = [marker, f"#### nodus-gitops plan of `{review.binding_id}` (project "
                     f"`{review.project}`)"] if marker else []
     head += [first_line(review), "", _verdict(review), *_money(review)]
-    sections = [
-        ("blocked reasons", "", ["", "**Blocked**", ""], _blocked(review, target)),
-        ("problems", "", ["", f"**Problems ({len(review.problems)})**", ""],
-         [_problem(p, target) for p in review.problems]),
-        ("notes", "", ["", "**Notes**", ""], _notes(review)),
+    changed = [a for a in review.plan.actions if a.changes] if review.plan else []
+    sections: list[tuple[str, str, list[str], Iterable[str], int]] = [
+        _all("blocked reasons", "", ["", "**Blocked**", ""], _blocked(review, target)),
+        _all("problems", "", ["", f"**Problems ({len(review.problems)})**", ""],
+             [_problem(p, target) for p in review.problems]),
+        _all("notes", "", ["", "**Notes**", ""], _notes(review)),
         *_table(review, target),
-        ("diffs", "", ["", "**Changes**", ""], _diffs(review.plan)),
+        # Made one by one, only while they fit: a diff can cost a YAML dump of a script.
+        ("diffs", "", ["", "**Changes**", ""], (_diff(a) for a in changed), len(changed)),
     ]
     footer = f"_{target.host} · nodus-gitops instance `{review.instance}` · commit " \
              f"{review.commit[:12]}_" if marker else ""
     room = target.limit - size("\n".join(head)) - FOOTER_ROOM
     body: list[str] = []
     left_out: list[str] = []
-    for what, closing, opening, items in sections:
-        if not items:
+    for what, closing, opening, items, total in sections:
+        if not total:
             continue
-        shown, used = 0, size("\n".join(opening)) + size(closing) + 2
+        shown: list[str] = []
+        used = size("\n".join(opening)) + size(closing) + 2
         for item in items:
             if used + size(item) + 1 > room:
-                break
+                break  # the rest is not even made
             used += size(item) + 1
-            shown += 1
+            shown.append(item)
         if shown:
-            body += [*opening, *items[:shown]] + ([closing] if closing else [])
+            body += [*opening, *shown] + ([closing] if closing else [])
             room -= used
-        if shown < len(items):
-            left_out.append(f"{len(items) - shown} {what}")
+        if len(shown) < total:
+            left_out.append(f"{total - len(shown)} {what}")
     tail = [""]
     if left_out:
         tail.append(f"_Left out to stay within {target.host}'s {target.limit:,}-character "
@@ -188,7 +206,13 @@ def _problem(p: Problem, target: Target) -> str:
     return f"- {where} {what}{_inline(p.message)}"
 
 
-def _table(review: PlanReview, target: Target) -> list[tuple[str, str, list[str], list[str]]]:
+def _all(what: str, closing: str, opening: list[str],
+         items: list[str]) -> tuple[str, str, list[str], Iterable[str], int]:
+    return what, closing, opening, items, len(items)
+
+
+def _table(review: PlanReview,
+           target: Target) -> list[tuple[str, str, list[str], Iterable[str], int]]:
     plan = review.plan
     if plan is None or not plan.actions:
         return []
@@ -197,7 +221,7 @@ def _table(review: PlanReview, target: Target) -> list[tuple[str, str, list[str]
     rule = "|---|---|---|" + ("---:|" if priced else "")
     rows = []
     for a in plan.actions:
-        row = f"| {a.action.value} | `{a.key.short}` | {_file(a.file, 1, target)} |"
+        row = f"| {a.action.value} | {_code(a.key.short)} | {_file(a.file, 1, target)} |"
         if priced:
             value = priced.get(a.key)
             cell = _usd(value) if value is not None else ("unknown" if a.key in priced else "")
@@ -205,14 +229,8 @@ def _table(review: PlanReview, target: Target) -> list[tuple[str, str, list[str]
         rows.append(row)
     if len(rows) > FOLD_ROWS:
         opening = ["", f"<details><summary>All {len(rows)} actions</summary>", "", header, rule]
-        return [("rows of the table", "\n</details>", opening, rows)]
-    return [("rows of the table", "", ["", header, rule], rows)]
-
-
-def _diffs(plan: Plan | None) -> list[str]:
-    if plan is None:
-        return []
-    return [_diff(a) for a in plan.actions if a.changes]
+        return [("rows of the table", "\n</details>", opening, rows, len(rows))]
+    return [("rows of the table", "", ["", header, rule], rows, len(rows))]
 
 
 def _diff(action: Action) -> str:
@@ -222,26 +240,28 @@ def _diff(action: Action) -> str:
     lines: list[str] = []
     for change in action.changes:
         lines += _change_lines(change)
-    body = "\n".join(lines)
+    body = "\n".join(_visible(line) for line in lines)
     fence = _fence(body)
-    return (f"<details><summary><code>{html.escape(action.key.short)}</code> "
+    return (f"<details><summary><code>{html.escape(_visible(action.key.short))}</code> "
             f"{action.action.value}: {_html(named)}</summary>\n\n{fence}diff\n{body}\n"
             f"{fence}\n\n</details>")
 
 
 def _change_lines(change: Change) -> list[str]:
+    """The diff lines of one change, each starting with `-`, `+`, ` ` or `@@`."""
     old, new = change.old, change.new
+    path = change.path.replace("\r", "\\r").replace("\n", "\\n")  # one line, as YAML would
     if _short(old) and _short(new):
         lines = []
         if old is not None:
-            lines.append(f"- {change.path}: {_scalar(old)}")
+            lines.append(f"- {path}: {_scalar(old)}")
         if new is not None:
-            lines.append(f"+ {change.path}: {_scalar(new)}")
+            lines.append(f"+ {path}: {_scalar(new)}")
         return lines
     before = _yaml_lines(change.path, old) if old is not None else []
     after = _yaml_lines(change.path, new) if new is not None else []
     diff = list(difflib.unified_diff(before, after, lineterm="", n=3))
-    return [f"@@ {change.path} @@"] + [line for line in diff[2:] if not line.startswith("@@")]
+    return [f"@@ {path} @@"] + [line for line in diff[2:] if not line.startswith("@@")]
 
 
 def _short(value: Any) -> bool:
@@ -288,7 +308,8 @@ def _file(path: str, line: int, target: Target, label: str | None = None) -> str
 
 def _code(text: str) -> str:
     """A code span in a table cell: no backtick to close it, no `|` to end the cell."""
-    return "`" + re.sub(r"[\r\n]+", " ", text).replace("`", "'").replace("|", "\\|") + "`"
+    one_line = re.sub(r"[\r\n]+", " ", _visible(text))
+    return "`" + one_line.replace("`", "'").replace("|", "\\|") + "`"
 
 
 def _inline(text: str) -> str:
@@ -299,9 +320,15 @@ def _inline(text: str) -> str:
 
 def _html(text: str) -> str:
     """Text inside an HTML element or Markdown prose: escaped, on one line (a blank line
-    would end an HTML block), with no mention and no bare link a host would act on."""
-    one_line = re.sub(r"[\r\n]+", " ", html.escape(text, quote=False))
-    return _AUTOLINK.sub(lambda m: m.group(0) + _BREAK, _MENTION.sub("@" + _BREAK, one_line))
+    would end an HTML block), with no mention, reference or bare link a host would act
+    on, and every invisible character shown."""
+    one_line = re.sub(r"[\r\n]+", " ", html.escape(_visible(text), quote=False))
+    return _ACTED_ON.sub(lambda m: m.group(0) + _BREAK, one_line)
+
+
+def _visible(text: str) -> str:
+    """`text` with each character that does not show itself written as its escape."""
+    return _INVISIBLE.sub(lambda m: ascii(m.group(0))[1:-1], text)
 
 
 def _usd(value: Decimal) -> str:

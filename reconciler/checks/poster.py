@@ -276,10 +276,15 @@ def _repo_path(name: str, key: str, binding: Binding) -> str:
 
 
 def _api_url(name: str, cfg: Mapping[str, Any], binding: Binding, app_api: str | None) -> str:
+    if app_api:  # the App's tokens go to the App's API, and nowhere else
+        if cfg.get("apiUrl") and str(cfg["apiUrl"]).rstrip("/") != app_api.rstrip("/"):
+            raise ConfigError(f"checks.{name}.apiUrl ({cfg['apiUrl']}) is not the API of the "
+                              f"GitHub App of binding {binding.id!r}, githubApp.apiUrl "
+                              f"({app_api}): remove checks.{name}.apiUrl, or set "
+                              "githubApp.apiUrl")
+        return app_api
     if cfg.get("apiUrl"):
         return str(cfg["apiUrl"])
-    if app_api:
-        return app_api
     try:
         web_base = split_repo_url(binding.url)[0]
     except ValueError:

@@ -3,7 +3,9 @@ service to sync (a push) or to preview (a pull or merge request). Pure functions
 (host, headers, body); the HTTP server calls `handle` and sends what it returns.
 
 A webhook never says what to apply: it only makes the reconciler fetch from Git, so a
-forged or replayed one can at worst cause an early poll. Still, every delivery must be
+forged or replayed one can at worst cause an early poll. A pull request is previewed only
+by the bindings that track the branch it merges into (its base): the plan is against
+that branch's recorded state. Still, every delivery must be
 signed with the host's secret: GitHub `X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the
 body>`, Gitea/Forgejo `X-Gitea-Signature` (`X-Forgejo-Signature`): `<hex HMAC-SHA256>`,
 GitLab `X-Gitlab-Token: <secret>`, anything else `X-Nodus-Signature-256: sha256=<hex>`.
@@ -38,6 +40,7 @@ class HookEvent:
     ref: str | None = None
     head_sha: str | None = None
     pr_number: int | None = None
+    base: str | None = None  # a pull request's base (target) branch
 
 
 class HookService(Protocol):
@@ -139,6 +142,14 @@ def handle(service: HookService, host: str, headers: Mapping[str, str], body: by
     bindings = _bindings_for(service, event.repo_names)
     if not bindings:
         return 202, {"triggered": [], "note": "no repo binding follows this repository"}
+    if event.kind == "pull_request":
+        # Its plan is against the branch it merges into: only a binding of that branch
+        # may say what merging applies.
+        bindings = [b for b in bindings if event.base and _branch(service, b) == event.base]
+        if not bindings:
+            note = ("the pull request names no base branch" if not event.base else
+                    f"no repo binding of this repository tracks the base branch {event.base!r}")
+            return 202, {"triggered": [], "note": note}
     triggered = []
     for binding_id in bindings:
         if event.kind == "push":
@@ -179,6 +190,24 @@ def _bindings_for(service: Any, names: tuple[str, ...]) -> list[str]:
     return match_bindings(names, [(b.id, b.url) for b in getattr(settings, "bindings", ())])
 
 
+def _branch(service: Any, binding_id: str) -> str | None:
+    """The branch `binding_id` tracks: from its sync (a Service), else from the settings."""
+    sync = (getattr(service, "syncs", None) or {}).get(binding_id)
+    binding = getattr(sync, "binding", None)
+    if binding is None:
+        settings = getattr(service, "settings", None)
+        binding = next((b for b in getattr(settings, "bindings", ()) if b.id == binding_id),
+                       None)
+    return getattr(binding, "branch", None)
+
+
+def _branch_name(ref: Any) -> str | None:
+    """`main` for `main` or `refs/heads/main`; None when not a name."""
+    if not isinstance(ref, str):
+        return None
+    return ref.removeprefix("refs/heads/") or None
+
+
 def _lower(headers: Mapping[str, str]) -> dict[str, str]:
     return {k.lower(): v for k, v in headers.items()}
 
@@ -207,7 +236,8 @@ def _github_like(event: str, payload: dict[str, Any]) -> HookEvent:
             return HookEvent("other", names)
         number = payload.get("number", pr.get("number"))
         return HookEvent("pull_request", names, head.get("ref"), head.get("sha"),
-                         int(number) if number is not None else None)
+                         int(number) if number is not None else None,
+                         _branch_name((pr.get("base") or {}).get("ref")))
     return HookEvent("other", names)
 
 
@@ -225,13 +255,15 @@ def _gitlab(event: str, payload: dict[str, Any]) -> HookEvent:
         iid = attrs.get("iid")
         return HookEvent("pull_request", names, attrs.get("source_branch"),
                          (attrs.get("last_commit") or {}).get("id"),
-                         int(iid) if iid is not None else None)
+                         int(iid) if iid is not None else None,
+                         _branch_name(attrs.get("target_branch")))
     return HookEvent("other", names)
 
 
 def _generic(payload: dict[str, Any]) -> HookEvent:
     """`{"event": "push"|"pull_request", "repository": name or [names], "ref", "sha",
-    "number"}` for senders that are not a Git host (a CI job, a script)."""
+    "number", "base"}` for senders that are not a Git host (a CI job, a script); `base`:
+    the branch a pull request merges into."""
     repos = payload.get("repository")
     names = _names(*(repos if isinstance(repos, list) else [repos]))
     kind = payload.get("event", "push")
@@ -239,4 +271,5 @@ def _generic(payload: dict[str, Any]) -> HookEvent:
         return HookEvent("other", names)
     number = payload.get("number")
     return HookEvent(kind, names, payload.get("ref"), payload.get("sha"),
-                     int(number) if number is not None else None)
+                     int(number) if number is not None else None,
+                     _branch_name(payload.get("base")))

@@ -164,6 +164,18 @@ def test_an_app_binding_writes_check_runs_with_the_apps_token_and_no_token_setti
     assert route.calls[0].request.headers["Authorization"] == "Bearer ghs_app"
 
 
+def test_the_apps_tokens_go_only_to_the_apps_api():
+    binding = _app_binding()
+    with pytest.raises(ConfigError) as raised:
+        build_writers({"github": {"apiUrl": "https://evil.example/api/v3"}}, binding,
+                      environ={})
+    assert "checks.github.apiUrl (https://evil.example/api/v3)" in str(raised.value)
+    assert "githubApp.apiUrl (https://ghe.corp.example/api/v3)" in str(raised.value)
+    for same in ("https://ghe.corp.example/api/v3", "https://ghe.corp.example/api/v3/"):
+        writer = build_writers({"github": {"apiUrl": same}}, binding, environ={})["github"]
+        assert str(writer._api.base_url).rstrip("/") == "https://ghe.corp.example/api/v3"
+
+
 def test_comments_need_a_hosted_writer(tmp_path: Path):
     from reconciler.checks.poster import build_poster
 

@@ -49,6 +49,32 @@ def test_bindings_share_one_app_and_fetch_https_with_its_token(tmp_path):
     assert b.credentials() is None  # SSH keeps using SSH keys; the API still uses the App
 
 
+def test_the_app_host_rule_holds_after_the_environment_overrides(tmp_path):
+    config = _config(tmp_path, APP + """repos:
+  - id: team
+    url: https://github.com/acme/jobs.git
+    credentials: {githubApp: true}
+""")
+    with pytest.raises(ConfigError) as raised:
+        load_settings(config, environ={
+            "NODUS_GITOPS_REPO_TEAM_URL": "https://evil.example/acme/jobs.git"})
+    assert ("NODUS_GITOPS_REPO_TEAM_URL: the repository is on evil.example, not on the "
+            "App's host github.com") in str(raised.value)
+    moved = load_settings(config, environ={
+        "NODUS_GITOPS_REPO_TEAM_URL": "https://github.com/acme/other-jobs.git"})
+    assert moved.bindings[0].credentials().tokens.repository == "acme/other-jobs"
+
+
+def test_a_binding_moved_off_the_apps_host_gets_no_app_token(tmp_path):
+    from dataclasses import replace
+
+    config = _config(tmp_path, APP + "repos:\n  - id: team\n    url: https://github.com/"
+                                     "acme/jobs.git\n    credentials: {githubApp: true}\n")
+    binding = load_settings(config, environ={}).bindings[0]
+    with pytest.raises(ConfigError, match="evil.example, not on the App's host github.com"):
+        replace(binding, url="https://evil.example/acme/jobs.git").credentials()
+
+
 def test_comments_can_be_set_from_the_environment(tmp_path):
     config = _config(tmp_path, "repos:\n  - id: team-a\n    url: https://github.com/o/r.git\n")
     settings = load_settings(config, environ={"NODUS_GITOPS_REPO_TEAM_A_COMMENTS": "true"})

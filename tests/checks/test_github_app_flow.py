@@ -101,7 +101,7 @@ class FakeGitHub:
 
 def _pull_request_hook(service: Service, url: str, sha: str) -> None:
     payload = json.dumps({"action": "synchronize", "number": 7, "pull_request": {
-        "number": 7, "head": {"ref": "feature", "sha": sha}},
+        "number": 7, "head": {"ref": "feature", "sha": sha}, "base": {"ref": "main"}},
         "repository": {"full_name": "octo-org/gpu-jobs", "clone_url": url}}).encode()
     status, answer = handle(service, "github", {
         "X-GitHub-Event": "pull_request",

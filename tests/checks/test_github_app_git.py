@@ -71,3 +71,30 @@ def test_fetches_and_notes_pushes_use_the_apps_token_renewed_after_a_401(tmp_pat
         note = git("--git-dir", repo.bare, "notes", "--ref=nodus", "show", second)
         assert json.loads(note)["nodus/ci/sync"]["state"] == "success"
         assert route.call_count == 3
+
+
+def test_the_apps_minted_tokens_are_scrubbed_from_git_messages(tmp_path: Path):
+    # App credentials carry no password: what they send is minted at the first use, so
+    # the redaction lists must follow the tokens as they are minted.
+    minted: list[str] = []
+
+    def mint(request):
+        minted.append(_token(len(minted) + 1))
+        return recorded("github", "installation_token",
+                        fields={"token": minted[-1], "expires_at": iso(NOW + 3600)})
+
+    app = GitHubApp.from_settings({"appId": 12345, "privateKeyEnv": "K", "installationId": 77},
+                                  {"K": app_key_pem()}, clock=lambda: NOW)
+    credentials = git_credentials(app, "octo-org/gpu-jobs")
+    url = "https://github.com/octo-org/gpu-jobs.git"
+    source = GitSource(url, "main", tmp_path / "mirrors", credentials)
+    writer = GitNotesWriter(source.path, url, credentials)
+    with respx.mock() as router:
+        router.post(f"{API}/app/installations/77/access_tokens").mock(side_effect=mint)
+        first = credentials.secret()
+        second = credentials.secret(fresh=True)  # the remote refused the first one
+    assert [first, second] == [_token(1), _token(2)]
+    for token in (first, second):
+        message = f"unexpected http status code: 401 for https://x-access-token:{token}@github.com"
+        assert token not in source._scrub(message)
+        assert token not in writer._scrub(message)

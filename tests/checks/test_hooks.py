@@ -25,8 +25,13 @@ SHA = "ce587453ced02b1526dfb4cb910479d431683101"
 
 
 class FakeService:
-    def __init__(self, bindings: dict[str, list[str]]) -> None:
+    def __init__(self, bindings: dict[str, list[str]],
+                 branches: dict[str, str] | None = None) -> None:
         self.bindings = bindings
+        ids = {b for found in bindings.values() for b in found}
+        # As on a Service: each binding's sync, with the branch its binding tracks.
+        self.syncs = {b: SimpleNamespace(binding=SimpleNamespace(
+            branch=(branches or {}).get(b, "main"))) for b in ids}
         self.triggered: list[str] = []
         self.previews: list[tuple] = []
 
@@ -167,22 +172,25 @@ def test_an_unknown_repository_is_202_with_nothing_triggered(host):
     assert status == 202 and answer["triggered"] == [] and "no repo binding" in answer["note"]
 
 
-def _pr(host: str) -> tuple[bytes, dict[str, str]]:
+def _pr(host: str, base: str = "main") -> tuple[bytes, dict[str, str]]:
+    """A pull (merge) request of `bigger-batch` into `base`, as each host sends it."""
     if host == "gitlab":
         payload = {"object_kind": "merge_request",
                    "project": {"path_with_namespace": "platform/gpu-jobs"},
                    "object_attributes": {"iid": 7, "action": "update",
                                          "source_branch": "bigger-batch",
+                                         "target_branch": base,
                                          "last_commit": {"id": SHA}}}
         body = json.dumps(payload).encode()
         return body, {"X-Gitlab-Event": "Merge Request Hook", "X-Gitlab-Token": SECRET}
     if host == "generic":
         payload = {"event": "pull_request", "repository": [REPO_NAME["generic"]],
-                   "ref": "bigger-batch", "sha": SHA, "number": 7}
+                   "ref": "bigger-batch", "sha": SHA, "number": 7, "base": base}
         body = json.dumps(payload).encode()
         return body, signed("generic", body)
     payload = {"action": "synchronize" if host == "github" else "synchronized", "number": 7,
-               "pull_request": {"number": 7, "head": {"ref": "bigger-batch", "sha": SHA}},
+               "pull_request": {"number": 7, "head": {"ref": "bigger-batch", "sha": SHA},
+                                "base": {"ref": base, "sha": "0" * 40}},
                "repository": {"full_name": "team/gpu-jobs"}}
     body = json.dumps(payload).encode()
     headers = signed(host, body)
@@ -199,6 +207,64 @@ def test_a_pull_request_triggers_a_preview_of_its_head(host):
     assert (status, answer["triggered"]) == (202, ["team-a"])
     assert service.previews == [("team-a", "bigger-batch", SHA, 7)]
     assert service.triggered == []
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_only_the_bindings_of_the_base_branch_preview_a_pull_request(host):
+    # Two bindings of one repository: `prod` tracks main, `staging` tracks develop. A
+    # pull request into develop is planned against develop's state only: a plan of prod
+    # would say "Merging applies this plan" of a merge that applies nothing to it.
+    service = FakeService({REPO_NAME[host]: ["prod", "staging"]},
+                          branches={"prod": "main", "staging": "develop"})
+    body, headers = _pr(host, base="develop")
+    status, answer = handle(service, host, headers, body, {host: SECRET})
+    assert (status, answer["triggered"]) == (202, ["staging"])
+    assert service.previews == [("staging", "bigger-batch", SHA, 7)]
+    body, headers = _pr(host, base="release/2")
+    status, answer = handle(service, host, headers, body, {host: SECRET})
+    assert (status, answer["triggered"]) == (202, [])
+    assert "tracks the base branch 'release/2'" in answer["note"]
+    assert service.previews == [("staging", "bigger-batch", SHA, 7)] and not service.triggered
+
+
+@pytest.mark.parametrize("host", HOSTS)
+def test_a_pull_request_without_its_base_branch_previews_nothing(host):
+    service = _service(host)
+    body, headers = _pr(host)
+    payload = json.loads(body)
+    for part in (payload.get("pull_request"), payload.get("object_attributes"), payload):
+        if part is not None:
+            part.pop("base", None), part.pop("target_branch", None)
+    body = json.dumps(payload).encode()
+    if host != "gitlab":
+        headers = {**headers, SIGNATURE_HEADER[host]: signed(host, body)[SIGNATURE_HEADER[host]]}
+    status, answer = handle(service, host, headers, body, {host: SECRET})
+    assert (status, answer["triggered"]) == (202, [])
+    assert answer["note"] == "the pull request names no base branch"
+    assert service.previews == []
+
+
+def test_the_base_branch_of_a_service_without_syncs_comes_from_its_settings():
+    class Bare:  # what a review script drove: settings, and syncs not built yet
+        settings = SimpleNamespace(bindings=(
+            SimpleNamespace(id="prod", url="https://github.com/team/gpu-jobs.git",
+                            branch="main"),))
+        syncs = {"prod": None}
+        previews: list[str] = []
+
+        def trigger(self, binding_id):
+            return True
+
+        def trigger_preview(self, binding_id, ref, head_sha, number):
+            self.previews.append(binding_id)
+            return True
+
+    service = Bare()
+    for base, triggered in (("develop", []), ("main", ["prod"]), ("refs/heads/main", ["prod"])):
+        body, headers = _pr("generic", base=base)
+        status, answer = handle(service, "generic", headers, body, {"generic": SECRET})
+        assert (status, answer["triggered"]) == (202, triggered)
+    assert service.previews == ["prod", "prod"]
 
 
 def test_a_closed_pull_request_and_a_ping_trigger_nothing():

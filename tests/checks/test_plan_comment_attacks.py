@@ -1,11 +1,15 @@
 """What a hostile pull request can put in the plan comment and the plan check: manifest
 names, file names, keys and values written to break out of their place (backticks, HTML,
-`-->`, `</details>`, blank lines), to ping people (`@user`, `@org/team`), to plant links,
-and file names that are not UTF-8. Each goes through the real validation and the real
-plan, then through the GitHub writers (respx, GitHub's documented shapes)."""
+`-->`, `</details>`, blank lines, a new line in a diff), to ping people (`@user`,
+`@org/team`, GitLab's `@_name` and `@.name`), to plant links or cross-references (`#1`,
+`owner/repo#12`, GitLab's `!3`, `~bug`, `%v1`, `&epic`, `$snippet`), to disguise a file
+name (bidi and zero-width characters), and file names that are not UTF-8. Each goes
+through the real validation and the real plan, then through the GitHub writers (respx,
+GitHub's documented shapes)."""
 
 from __future__ import annotations
 
+import html
 import re
 
 import httpx
@@ -61,14 +65,31 @@ def _prose(text: str) -> str:
     return re.sub(r"\\[\\`]|(`+)(?:(?!\1).)+?\1", " ", text)  # left to right, as Markdown
 
 
+# What GitHub, GitLab and Gitea turn into a link or a cross-reference in text: an issue or
+# pull request (#1, owner/repo#1, GH-1, Gitea's !1), and GitLab's merge requests (!3),
+# labels (~bug, ~"a b"), milestones (%v1), epics (&1), snippets ($1), iterations
+# (*iteration:1) and vulnerabilities ([vulnerability:1]).
+_REFERENCE = re.compile(r"""[#!~%$&](?=[\w."])|\bGH-\d|\*iteration:|\[vulnerability:""", re.I)
+# Characters that change how the text around them reads without showing themselves, and
+# line separators.
+_INVISIBLE = re.compile("[\u061c\u200b-\u200f\u202a-\u202e\u2028-\u202e\u2060-\u2069"
+                        "\ufeff]")
+
+
 def _assert_inert(text: str) -> None:
     prose = _prose(text)
     assert "<img" not in prose and "</details><!--" not in prose
     assert [line for line in prose.splitlines() if "<!--" in line] == (
         [MARK] if text.startswith(MARK) else [])
     assert not re.search(r"^#", prose.split("\n", 2)[-1], re.M), "a heading was planted"
-    assert not re.search(r"@[A-Za-z0-9]", prose), "a mention would ping someone"
+    # As the host reads it: entities decoded, the product's own link targets aside.
+    words = html.unescape(re.sub(r"\]\([^)\s]*\)", "]", prose))
+    assert not re.search(r"@[\w.-]", words), "a mention would ping someone"
+    assert not _REFERENCE.search(words), "a reference would link elsewhere"
     assert not re.search(r"https?://evil|www\.evil", prose), "a link was planted"
+    assert not _INVISIBLE.search(text), "an invisible character was shown as is"
+    assert not [line for line in re.split(r"\r\n|\r|\n", text) if line.startswith("/")], \
+        "a line of the text starts a quick action"
     opened = prose.count("<details>")
     assert prose.count("</details>") == opened
 
@@ -107,6 +128,85 @@ def test_a_hostile_annotation_key_and_value_stay_in_their_diff():
     _assert_inert(compose.plan_check(review).summary)
 
 
+REFERENCES = ("@_ops-oncall @.admins octo-org/secret-repo#12 #1 !3 ~bug ~\"a b\" %v1 &epic "
+              "&12 $snippet $7 GH-5 *iteration:4 [vulnerability:9] @octocat")
+
+
+def _gitlab_target() -> Target:
+    return Target("GitLab", 1_000_000, lambda path, line: f"https://gitlab.example.com/"
+                  f"platform/gpu-jobs/-/blob/{SHA}/x#L{line}")
+
+
+def test_mentions_and_references_of_every_host_are_broken_but_read_the_same():
+    _, problems = validate_file(f"jobs/{REFERENCES}.yaml", (
+        'apiVersion: nodus.dev/v1\nkind: Job\nmetadata:\n  name: "'
+        + REFERENCES.replace("\\", "\\\\").replace('"', '\\"') + '"\nspec:\n  command: [a]\n'
+    ).encode())
+    assert REFERENCES in {p.name for p in problems}
+    key = ResourceKey("Job", "training", "train")
+    action = Action(ActionType.BLOCKED, key, f"jobs/{REFERENCES}.yaml", reason=REFERENCES,
+                    changes=(Change(f"metadata.annotations.{REFERENCES}", "a", "b"),))
+    for review in (_review(problems), _review(actions_plan=Plan((action,)))):
+        for target in (_gitlab_target(), _github_target(), Target("the check summary", 65_535)):
+            text = render(review, target, marker=MARK)
+            _assert_inert(text)
+            # The breaks are invisible: a reader sees the text as it was written.
+            assert REFERENCES in html.unescape(text).replace("\u200b", "").replace("\\", "")
+        _assert_inert(compose.plan_check(review).summary)
+
+
+def test_a_new_line_in_an_annotation_key_stays_on_a_prefixed_diff_line():
+    manifest = {"apiVersion": "nodus.dev/v1", "kind": "Job",
+                "metadata": {"name": "train", "annotations": {}},
+                "spec": {"command": ["python3", "-c", "pass"]}}
+    key = ResourceKey("Job", "training", "train")
+    hostile = ["x\n/approve\n/merge\n@_oncall", "y\r/approve", "z\r\n/merge",
+               "w\u2028/approve\u2029/merge"]
+    before = {**manifest, "metadata": {"name": "train", "annotations": {
+        k: "v1" for k in hostile} | {"long": "a\nb\n" * 20}}}
+    after = {**manifest, "metadata": {"name": "train", "annotations": {
+        k: "v2" for k in hostile} | {"long": "a\nb\n" * 21, "x\n/approve\nlong": "c\nd\n"}}}
+    result = plan([Desired.of(key, after, "jobs/train.yaml")],
+                  [Recorded(key, before, spec_hash(before), "jobs/train.yaml")])
+    for target in (_gitlab_target(), Target("the check summary", 65_535)):
+        text = render(_review(actions_plan=result), target, marker=MARK)
+        _assert_inert(text)
+        fenced = re.search(r"^```diff\n(.*?)\n```$", text, re.M | re.S)
+        assert fenced, text
+        lines = re.split(r"\r\n|\r|\n", fenced.group(1))  # Markdown's line endings
+        assert all(line[:1] in "-+ @" and line[:1] for line in lines), lines
+        assert "- metadata.annotations.x\\n/approve\\n/merge\\n@_oncall: v1" in lines
+        assert "+ metadata.annotations.y\\r/approve: v2" in lines
+
+
+def test_bidi_and_zero_width_characters_in_file_names_are_shown_escaped():
+    # "jobs/\u202elmay.live" reads "jobs/evil.yaml" (a right-to-left override), and a
+    # zero-width space makes two different files look the same.
+    names = ["jobs/\u202elmay.live", "jobs/a\u200b.yaml", "jobs/b\u2066\u200d\ufeff.yaml"]
+    problems = [validate_file(name, b"apiVersion: nodus.dev/v1\nkind: Job\nmetadata: {}\n")[1][0]
+                for name in names]
+    key = ResourceKey("Job", "training", "train")
+    action = Action(ActionType.BLOCKED, key, names[0], reason=f"moved from {names[1]}")
+    api = client(GH, github_auth, FakeTime(), headers=github_headers())
+    linked = Target("GitHub", GITHUB_LIMIT, GitHubComments(
+        api, "octo-org/gpu-jobs", "https://github.com").link(SHA))
+    for review in (_review(problems), _review(actions_plan=Plan((action,)))):
+        for target in (linked, Target("the check summary", 65_535)):
+            text = render(review, target, marker=MARK)
+            _assert_inert(text)
+            assert "jobs/\\u202elmay.live" in _unescaped(text)
+        assert compose.plan_check(review).summary.count("\\u202e") >= 1
+    text = _unescaped(render(_review(problems), linked, marker=MARK))
+    assert "jobs/a\\u200b.yaml" in text and "jobs/b\\u2066\\u200d\\ufeff.yaml" in text
+    assert "/jobs/%E2%80%AElmay.live#L" in text  # the link still leads to the file itself
+    assert compose.plan_check(_review(problems)).annotations[0].path == names[0]
+
+
+def _unescaped(text: str) -> str:
+    """Markdown's backslash escapes as they render (`\\\\` shows `\\`)."""
+    return re.sub(r"\\([\\`|\[\]])", r"\1", text)
+
+
 def test_a_file_name_that_is_not_utf8_is_shown_and_posted():
     name = "jobs/bad\udcff.yaml"  # how pygit2 hands over the byte 0xff of a tree entry
     _, problems = validate_file(name, b"apiVersion: nodus.dev/v1\nkind: Job\nmetadata: {}\n")
@@ -134,9 +234,11 @@ def test_a_file_name_that_is_not_utf8_is_shown_and_posted():
     assert "bad\ufffd.yaml" in text and "/jobs/bad%FF.yaml#L" in text
 
 
-_hostile = st.lists(st.sampled_from(list("`\\<>/!-@|[]():#.\n wwhtps") + [
+_hostile = st.lists(st.sampled_from(list("`\\<>/!-@|[]():#.\n\r wwhtps_~%&$*\"1") + [
     "<!--", "-->", "</details>", "<img src=x>", "```", "@octocat", "https://e.x",
-    "www.e.x", "\udcff"]), max_size=40).map("".join)
+    "www.e.x", "\udcff", "@_x", "@.x", "#1", "o/r#1", "!3", "~bug", "%v1", "&amp;1",
+    "&#64;x", "$7", "GH-1", "*iteration:", "[vulnerability:", "\u202e", "\u200b", "\u2028",
+    "\n/approve"]), max_size=40).map("".join)
 
 
 @settings(max_examples=300, deadline=None)

@@ -142,6 +142,30 @@ def test_a_plan_over_the_limit_is_cut_item_by_item_and_says_what_it_left_out():
     assert text.rstrip().endswith(f"commit {SHA[:12]}_")
 
 
+def test_diffs_left_out_are_counted_not_made(monkeypatch):
+    # Each diff of a script is a YAML dump of it before and after; 2000 of them took
+    # seconds per render, under the binding's lock, to leave nearly all of them out.
+    import yaml
+
+    dumps = []
+    real = yaml.dump
+    monkeypatch.setattr(yaml, "dump", lambda *a, **k: dumps.append(1) or real(*a, **k))
+    script = "\n".join(f"python step.py --part {k}" for k in range(100))
+    actions = [Action(ActionType.PATCH, _key(f"j{i}"), f"jobs/j{i}.yaml", changes=(
+        Change("spec.command", ["bash", "-c", script], ["bash", "-c", script + " -v"]),))
+               for i in range(2000)]
+    shown_somewhere = 0
+    for target in (_github(), Target("the check summary", 65_535), Target("GitLab", 300_000)):
+        dumps.clear()
+        text = render(_review(actions), target)
+        shown = text.count("<details><summary><code>")
+        left = re.search(r"(\d+) diffs\.", text)
+        assert left and shown + int(left.group(1)) == 2000
+        assert len(dumps) <= 2 * (shown + 1)  # those shown, and the one that did not fit
+        shown_somewhere += shown
+    assert shown_somewhere  # the table leaves room for some diffs on GitLab
+
+
 def test_the_table_folds_when_long():
     actions = [Action(ActionType.CREATE, _key(f"j{i}"), f"j{i}.yaml")
                for i in range(FOLD_ROWS + 1)]
