@@ -217,8 +217,11 @@ def _plan_changed(d: Desired, r: Recorded, live: Live | None) -> Action:
                           "(nodus.dev/on-change: Replace): the old run is deleted with its "
                           "outputs, then a new run is created", **base)
         if policy == OnChange.IGNORE:
-            return Action(ActionType.NOOP, reason=f"change to {fields} ignored "
-                          "(nodus.dev/on-change: Ignore)", record=True, **base)
+            # Nothing is applied, so the inventory keeps what runs (a later Replace then
+            # still sees the difference); only a moved file is recorded.
+            return Action(ActionType.NOOP, d.key, d.file, tuple(changes),
+                          reason=f"change to {fields} ignored (nodus.dev/on-change: Ignore)",
+                          spec_hash=r.spec_hash, manifest=r.manifest, record=r.file != d.file)
         return Action(ActionType.BLOCKED, reason=f"{fields} cannot change on an existing "
                       f"{d.key.kind}; set the annotation nodus.dev/on-change: Replace to delete "
                       "and re-create it, or Ignore to keep the current run", **base)

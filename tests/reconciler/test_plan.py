@@ -94,8 +94,15 @@ def test_replace_and_ignore_policies() -> None:
     a = only(plan([desired(new)], [recorded(old)]))
     assert a.action == ActionType.REPLACE and "outputs" in a.reason
     new = annotate(job("a", image="new"), on_change="Ignore")
-    a = only(plan([desired(new)], [recorded(annotate(job("a"), on_change="Ignore"))]))
-    assert a.action == ActionType.NOOP and a.record and "ignored" in a.reason
+    running = recorded(annotate(job("a"), on_change="Ignore"))
+    a = only(plan([desired(new)], [running]))
+    assert a.action == ActionType.NOOP and "ignored" in a.reason
+    # Nothing applied: the inventory keeps what runs, so a later Replace still replaces.
+    assert (a.manifest, a.spec_hash, a.record) == (running.manifest, running.spec_hash, False)
+    moved = only(plan([Desired.of(running.key, new, "jobs/y.yaml")], [running]))
+    assert moved.record and moved.spec_hash == running.spec_hash
+    replace = annotate(job("a", image="new"), on_change="Replace")
+    assert only(plan([desired(replace)], [running])).action == ActionType.REPLACE
 
 
 def test_labels_and_annotations_patch_in_place() -> None:
