@@ -20,7 +20,7 @@ _LOCAL_KEYS = {
     "suspendGraceSeconds": "suspend_grace_seconds", "sandbox": "sandbox",
     "network": "network", "runAsUser": "run_as_user", "runAsGroup": "run_as_group",
     "passEnv": "pass_env", "maxLogBytes": "max_log_bytes", "maxOutputBytes": "max_output_bytes",
-    "minFreeBytes": "min_free_bytes", "gitCaBundle": "git_ca_bundle",
+    "minFreeBytes": "min_free_bytes", "diskLimit": "disk_limit", "gitCaBundle": "git_ca_bundle",
     "useCgroups": "use_cgroups", "prestartSupervisor": "prestart_supervisor",
 }
 _RATE_KEYS = {"cpuCoreHour": "cpu_core_hour", "memoryGiBHour": "memory_gib_hour",

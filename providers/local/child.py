@@ -7,7 +7,11 @@ command itself without a sandbox), in this order:
    namespace of its own the child binds each one under a fresh tmpfs on /mnt (the
    FHS's place for temporary mounts), where bubblewrap, already unprivileged, can
    reach them. Nothing of this is visible to
-   the host or, once bubblewrap has built the run's root, to the run.
+   the host or, once bubblewrap has built the run's root, to the run. This namespace,
+   a copy of the host's, lives as long as the run: other Jobs' filesystems are
+   unmounted from it first (`runfs.prune`), so that it never keeps one alive
+   after the host unmounted it, and earlier stages' filesystems holding its inputs
+   are mounted read-only here, never on the host.
 2. join the run's memory cgroup, set RLIMIT_AS (memory fallback) and RLIMIT_FSIZE (no
    single file beyond the output cap);
 3. drop to the run user (groups, gid, uid): bubblewrap then starts unprivileged;
@@ -26,6 +30,7 @@ import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from providers.local import runfs
 from providers.local.runuser import RunUser
 
 STAGE = "/mnt"  # the mount point of the staging tmpfs, in the child's own mount namespace
@@ -48,9 +53,17 @@ def _check(result: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
-def _stage(sources: Sequence[str]) -> None:
+def _stage(sources: Sequence[str], filesystems: Sequence[tuple[str, str]] = (),
+           foreign: Sequence[str] = ()) -> None:
     _check(_LIBC.unshare(_CLONE_NEWNS), "unshare a mount namespace")
     _check(_LIBC.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
+    runfs.prune(foreign)
+    for image, point in filesystems:
+        if not runfs.mounted(Path(point)):
+            try:
+                runfs.mount_image(Path(image), Path(point), readonly=True)
+            except runfs.RunFsError as exc:
+                raise OSError(f"mount the input filesystem {image}: {exc}") from None
     # Opened in this namespace (a bind from another namespace's mount is refused) and
     # before the tmpfs, which may cover them.
     fds = [os.open(src, os.O_PATH | os.O_CLOEXEC) for src in sources]
@@ -74,17 +87,20 @@ def make_preexec(
     cgroup: Path | None = None,
     address_space: int | None = None,
     file_size: int | None = None,
+    filesystems: Sequence[tuple[str, str]] = (),
 ) -> Callable[[], None]:
     """The function the forked child runs before exec. `user` is None when the run
     keeps the reconciler's user (no sandbox, or a reconciler that is not root)."""
     parent = os.getpid()
     procs = str(cgroup / "cgroup.procs") if cgroup else None
     sources = list(stage)
+    fs = list(filesystems)
+    foreign = runfs.foreign_mounts(sources) if sources else []  # read here, not in the child
 
     def preexec() -> None:
         try:
             if sources:
-                _stage(sources)
+                _stage(sources, fs, foreign)
             if procs:
                 fd = os.open(procs, os.O_WRONLY)
                 os.write(fd, b"0")

@@ -76,6 +76,7 @@ class GpuSlot:
 
 SANDBOXES = ("bubblewrap", "none")
 NETWORKS = ("shared", "none")
+DISK_LIMITS = ("auto", "filesystem", "polled")  # runfs.MODES
 
 
 @dataclass(frozen=True)
@@ -104,8 +105,15 @@ class LocalConfig:
     max_log_bytes: a run's log keeps its first and last halves of this many bytes.
     max_output_bytes: the most a Job may write under /nodus (outputs, state, work,
         source); beyond it the Job fails with OutputLimitExceeded.
-    min_free_bytes: new runs wait (Queued) while the file system of the runs has less
-        free space than this, so the state database never competes with Job files.
+    min_free_bytes: new runs wait (Queued, DiskPressure) while the free space of the
+        runs' file system, less what the unfinished Jobs and the new one may still write
+        (their maxOutputBytes), would be under this, so the state database never
+        competes with Job files.
+    disk_limit: how a Job is held to max_output_bytes: "auto" gives each Job an ext4
+        filesystem of its own (a loop-mounted sparse image: the kernel refuses writes
+        past the cap) where the reconciler is root and the machine has loop devices and
+        mkfs.ext4, else measures its files every few seconds ("polled"); "filesystem"
+        requires the former, "polled" always measures.
     git_ca_bundle: a CA bundle (PEM) trusted by source.git fetches, besides the system's.
     use_cgroups: None uses the cgroup v1 memory controller for resources.memory when it
         is writable, else RLIMIT_AS; False always uses RLIMIT_AS; True requires cgroups.
@@ -132,6 +140,7 @@ class LocalConfig:
     max_log_bytes: int | str = 64 << 20
     max_output_bytes: int | str = 4 << 30
     min_free_bytes: int | str = 1 << 30
+    disk_limit: str = "auto"
     git_ca_bundle: str | None = None
     use_cgroups: bool | None = None
     poll_seconds: float = 0.1
@@ -142,6 +151,8 @@ class LocalConfig:
         """Refuse settings that cannot work, naming the setting; quantities become bytes."""
         if self.sandbox not in SANDBOXES:
             raise ValueError(f"sandbox: {self.sandbox!r} (use bubblewrap or none)")
+        if self.disk_limit not in DISK_LIMITS:
+            raise ValueError(f"diskLimit: {self.disk_limit!r} (use auto, filesystem or polled)")
         if self.network not in NETWORKS:
             raise ValueError(f"network: {self.network!r} (use shared or none)")
         if self.network == "none" and self.sandbox == "none":

@@ -2,6 +2,17 @@
 (outputs, state, work, units, source), measured while it runs, and the free space under
 which no new run starts.
 
+Where a Job has a filesystem of its own (`runfs`), the kernel holds it to its cap and
+measuring it is one statfs, done at every pass of its supervisor. Elsewhere (polled)
+the directories are walked, as below.
+
+The Jobs together: every Job that started a run and has not finished is registered
+under `<root>/.disk-reservations/` with what it may still write to the host's disk (its
+image's holes, or its cap less what it wrote). A run starts only while the free space
+less all of that, and less what the Job itself may still write, stays above
+minFreeBytes; else the Job waits Queued with a DiskPressure condition. Registering is
+done under a lock, with the check, so two Jobs cannot both take the last room.
+
 Every entry counts at least one block (`ENTRY_BYTES`): an empty file, a directory or a
 link takes an inode and often a block, so a Job cannot fill a disk's inodes or
 directory blocks with entries of no size.
@@ -14,13 +25,16 @@ RLIMIT_FSIZE at the cap.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import stat
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from providers.jsonfiles import read_json, write_json
 from providers.local import jobstate
 
 MIN_INTERVAL = 2.0
@@ -66,17 +80,22 @@ def tree_bytes(roots: Iterable[Path]) -> int:
 
 
 class Meter:
-    """Measures a Job's written bytes no more often than its walks allow."""
+    """Measures a Job's written bytes no more often than its walks allow; with `statfs`
+    (the Job's own filesystem) at every call, it costs one system call."""
 
-    def __init__(self, roots: list[Path]):
+    def __init__(self, roots: list[Path], statfs: Callable[[], int] | None = None):
         self.roots = roots
+        self.statfs = statfs
         self.next_at = 0.0
         self.last = 0
 
     def due(self, now: float) -> bool:
-        return now >= self.next_at
+        return self.statfs is not None or now >= self.next_at
 
     def measure(self, now: float) -> int:
+        if self.statfs is not None:
+            self.last = self.statfs()
+            return self.last
         started = time.monotonic()
         self.last = tree_bytes(self.roots)
         took = time.monotonic() - started
@@ -84,17 +103,98 @@ class Meter:
         return self.last
 
 
-def floor_condition(st: dict[str, Any], path: Path, floor: int,
-                    now: float) -> tuple[bool, bool, str | None]:
+# -- what the Jobs together may still write ------------------------------------------
+RESERVATIONS = ".disk-reservations"
+
+
+def _registry(root: Path) -> Path:
+    return Path(root) / RESERVATIONS
+
+
+@contextmanager
+def reserving(root: Path) -> Iterator[None]:
+    """Held while a Job checks for room and registers: one at a time."""
+    folder = _registry(root)
+    folder.mkdir(mode=0o700, exist_ok=True)
+    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def reserve(root: Path, uid: str, run_path: Path, cap: int, image: Path | None,
+            used: int = 0) -> None:
+    write_json(_registry(root) / f"{uid}.json",
+               {"run": str(run_path), "cap": cap, "image": str(image) if image else None,
+                "used": used})
+
+
+def note_used(root: Path, uid: str, used: int) -> None:
+    """A polled Job's measured bytes: what it may still write shrinks."""
+    path = _registry(root) / f"{uid}.json"
+    entry = read_json(path)
+    if entry is not None and abs(int(entry.get("used", 0)) - used) >= (1 << 20):
+        entry["used"] = used
+        write_json(path, entry)
+
+
+def release(root: Path, uid: str) -> None:
+    (_registry(root) / f"{uid}.json").unlink(missing_ok=True)
+
+
+def still_writable(entry: dict[str, Any]) -> int:
+    """What a registered Job may still write to the host's disk."""
+    from providers.local.runfs import growth
+
+    if entry.get("image"):
+        return growth(Path(entry["image"]))
+    return max(0, int(entry["cap"]) - int(entry.get("used", 0)))
+
+
+def reserved(root: Path, exclude: str | None = None) -> int:
+    """What the registered Jobs (but `exclude`) may still write; entries of Jobs that
+    finished or whose run directory is gone are dropped."""
+    from reconciler.phases import is_terminal
+
+    total = 0
+    try:
+        names = [n for n in os.listdir(_registry(root)) if n.endswith(".json")]
+    except OSError:
+        return 0
+    for name in names:
+        if name == f"{exclude}.json":
+            continue
+        path = _registry(root) / name
+        entry = read_json(path)
+        if entry is None:
+            continue
+        st = read_json(Path(entry["run"]) / "status.json")
+        if st is None or is_terminal(st.get("phase")):
+            path.unlink(missing_ok=True)
+            continue
+        total += still_writable(entry)
+    return total
+
+
+def floor_condition(st: dict[str, Any], path: Path, floor: int, now: float,
+                    reserved: int = 0, needed: int = 0) -> tuple[bool, bool, str | None]:
     """Whether a new run may start under the free-space floor, keeping the status'
-    DiskPressure condition: (allowed, status changed, the message when pressure began)."""
+    DiskPressure condition: (allowed, status changed, the message when pressure began).
+    `reserved`: what other Jobs may still write; `needed`: what this Job may."""
     free = free_bytes(path)
-    low = free is not None and free < floor
+    low = free is not None and free - reserved - needed < floor
     was_low = any(c["type"] == "DiskPressure" and c["status"] == "True"
                   for c in st["conditions"])
     if low and not was_low:
         msg = (f"{free} bytes free where the Job's files are, under the local backend's "
                f"minFreeBytes {floor}: new runs wait for space")
+        if reserved or needed:
+            msg = (f"{free} bytes free where the Job's files are; the running Jobs may "
+                   f"still write {reserved} and this Job {needed} (its maxOutputBytes), "
+                   f"which would leave less than the local backend's minFreeBytes {floor}: "
+                   "new runs wait for space (or lower maxOutputBytes)")
         jobstate.set_condition(st, "DiskPressure", True, "LowDiskSpace", msg, now)
         return False, True, msg
     if was_low and not low:

@@ -6,6 +6,11 @@ parallelism, GPU slots, free disk space), settles finished stops and success
 (outputs), and writes status.json when something changed, or every second while runs
 are active, as a heartbeat. Between passes the supervisor pumps the runs' output into
 their logs (`log_pipes`).
+
+Before its first run the Job gets its files (`attach`): its own filesystem (`runfs`)
+or a plain directory, registered with what it may still write so that the Jobs
+together leave minFreeBytes free (`diskuse`). When the Job is finished the supervisor
+unmounts it (`close`).
 """
 
 from __future__ import annotations
@@ -17,7 +22,17 @@ from pathlib import Path
 from typing import Any
 
 from providers.jsonfiles import read_json, write_json
-from providers.local import diskuse, jobstate, launch, limits, provisioning, runs, suspension
+from providers.local import (
+    diskuse,
+    jobstate,
+    launch,
+    limits,
+    procs,
+    provisioning,
+    runfs,
+    runs,
+    suspension,
+)
 from providers.local.placement import Placement
 from providers.local.rundir import RunDir
 from providers.local.sandbox import Sandbox
@@ -25,6 +40,9 @@ from providers.local.spec import compact_indexes, parse_job
 from reconciler.phases import Phase, Reason, is_terminal
 
 HEARTBEAT_SECONDS = 1.0
+# What a program prints when a write found no space: in a run's own filesystem, the
+# cap (the space it had may be free again once the run ended and closed its files).
+NO_SPACE = ("No space left on device", "[Errno 28]", "ENOSPC")
 _STOP_PHASE = {"suspend": Phase.SUSPENDING, "cancel": Phase.CANCELLING}
 
 
@@ -50,7 +68,16 @@ class JobDriver:
         self.place: Placement | None = None
         self.sandbox = Sandbox.from_dict(self.settings["sandbox"])
         self.max_output = int(self.settings["maxOutputBytes"])
-        self.meter = diskuse.Meter([run.outputs, run.state, run.work, run.units, run.source])
+        self.root = Path(self.settings["root"])
+        self.disk: dict[str, Any] = self.settings.get("disk") or {
+            "type": "polled", "problem": "the Job was created before Jobs had filesystems"}
+        self.own_fs = self.disk["type"] == "filesystem"
+        self.attached = False
+        self.usable = 0  # what the Job's own filesystem holds for it
+        self.inodes = 0  # the inodes it used when it was new
+        self.fs_dev: int | None = None  # its device, once mounted
+        self.meter = diskuse.Meter([run.outputs, run.state, run.work, run.units, run.source],
+                                   self._fs_used if self.own_fs else None)
         self.desired = self.spec.state
         self.timeout = self.spec.timeout
         self.max_cost = self.spec.max_cost
@@ -59,6 +86,7 @@ class JobDriver:
         self.last_write = 0.0
         self.dirty = True
         self.gpu_wait_noted = False
+        self.gone = False  # its run directory was removed under it
         if self.st["phase"] == Phase.RECOVERING:
             self._recovered(now)
         if self.cgroup_parent is not None:  # groups left by a supervisor that was killed
@@ -92,6 +120,21 @@ class JobDriver:
         return (f"the Job wrote {used} bytes to its outputs, state and work directories, "
                 f"more than the local backend's maxOutputBytes ({self.max_output})")
 
+    def _fs_used(self) -> int:
+        if not self.attached:
+            return 0
+        try:
+            return runfs.used(self.run.files, self.usable, self.inodes)
+        except OSError:
+            return 0
+
+    def _ran_out_of_space(self, run: runs.Run) -> bool:
+        """A run of a Job with its own filesystem said a write found no space."""
+        if not self.own_fs:
+            return False
+        tail = runs.log_tail(run.log.path)
+        return any(marker in tail for marker in NO_SPACE)
+
     def _finish(self, phase: Phase, now: float, reason: str | None = None,
                 message: str | None = None) -> None:
         jobstate.finish(self.st, phase, now, reason, message)
@@ -119,6 +162,8 @@ class JobDriver:
     # -- one pass ------------------------------------------------------------------
     def tick(self, now: float) -> None:
         self.read_control()
+        if self.gone:
+            return
         self.reap(now)
         if not is_terminal(self.phase):
             self.accrue(now)
@@ -133,6 +178,8 @@ class JobDriver:
         try:
             s = os.stat(self.run.control)
         except FileNotFoundError:
+            # the run directory was removed by hand (rm -r, a test's cleanup): the Job is gone
+            self.gone = not self.run.manifest.exists()
             return
         sig = (s.st_mtime_ns, s.st_ino, s.st_size)
         if sig == self.control_sig:
@@ -176,6 +223,12 @@ class JobDriver:
             used = self.meter.measure(now)
             if used > self.max_output:  # it failed writing past the cap (a file is capped)
                 self._fail(Reason.OUTPUT_LIMIT_EXCEEDED, self._over_cap(used), now)
+            elif self._ran_out_of_space(run):
+                self._fail(Reason.OUTPUT_LIMIT_EXCEEDED,
+                           f"{what}: a write found no space left; the Job's filesystem holds "
+                           f"its outputs, state and work directories up to the local "
+                           f"backend's maxOutputBytes ({self.max_output}) (a full /tmp, at "
+                           "most resources.memory, says the same)", now)
             elif ex.oom:
                 limit = self.spec.memory_limit or 0
                 self._fail(Reason.OOM_KILLED, f"{what}: resources.memory is {limit >> 20}Mi", now)
@@ -223,6 +276,8 @@ class JobDriver:
             return
         if self.active and not self.stop and self.meter.due(now):
             used = self.meter.measure(now)
+            if not self.own_fs:
+                diskuse.note_used(self.root, self.uid, used)
             if used > self.max_output:
                 self.begin_stop("fail", now, Reason.OUTPUT_LIMIT_EXCEEDED, self._over_cap(used))
                 return
@@ -269,17 +324,31 @@ class JobDriver:
                 if lease is None:
                     self._wait_for_gpu(now)
                     return
+            if not self.attached and not self.attach(now):
+                if lease:
+                    lease.release()
+                return
             if self.place is None and not self.prepare(now):
                 if lease:
                     lease.release()
                 return
             self.spawn(self.pending.pop(0), lease, now)
 
+    def _still_writable(self) -> int:
+        """What this Job may still write to the host's disk."""
+        if self.own_fs:
+            if self.run.image.exists():
+                return runfs.growth(self.run.image)
+            return int(self.disk["imageBytes"])
+        return max(0, self.max_output - (self.meter.last if self.attached else 0))
+
     def _disk_allows(self, now: float) -> bool:
-        """New runs wait while the runs' file system has less free space than the floor,
-        so that the state database never competes with Job files for the last bytes."""
+        """New runs wait while the runs' file system, less what the unfinished Jobs and
+        this one may still write, would have less free space than the floor, so that
+        the state database never competes with Job files for the last bytes."""
         allowed, changed, began = diskuse.floor_condition(
-            self.st, self.run.path, int(self.settings["minFreeBytes"]), now)
+            self.st, self.run.path, int(self.settings["minFreeBytes"]), now,
+            diskuse.reserved(self.root, exclude=self.uid), self._still_writable())
         if began:
             self.event("WaitingForDisk", began, warning=True)
         if not allowed and not self.active and self.phase != Phase.QUEUED:
@@ -297,6 +366,68 @@ class JobDriver:
             fits = self.gpus.can_ever_fit(self.slots, self.spec.gpu)
             self.event("WaitingForCapacity", f"waiting for {self.spec.gpu.describe()}"
                        + ("" if fits else "; no GPU slot here matches it"), warning=not fits)
+
+    def attach(self, now: float) -> bool:
+        """The Job's files, before its first run (once per supervisor): checked against
+        the disk's room and registered under one lock, then made and mounted. False
+        when the Job must wait (DiskPressure) or failed."""
+        how = "mounted"
+        with diskuse.reserving(self.root):
+            if not self._disk_allows(now):
+                return False
+            if self.own_fs:
+                try:
+                    me = os.getpid()
+                    how = runfs.prepare(self.run.disk, self.disk, self.root,
+                                        (me, procs.start_ticks(me)))
+                    if how != "mounted":
+                        self.event("FilesystemCreated", runfs.describe(self.disk))
+                    self.fs_dev = os.stat(self.run.files).st_dev
+                    rec = runfs.record(self.run.disk) or {}
+                    self.usable = int(rec.get("usableBytes", self.disk["usableBytes"]))
+                    self.inodes = int(rec.get("inodesUsed", 0))
+                except (OSError, runfs.RunFsError) as exc:
+                    if self.run.image.exists():  # its files are in there: never lose them
+                        self._finish(Phase.FAILED, now, Reason.STORAGE_UNAVAILABLE,
+                                     f"cannot mount the Job's filesystem: {exc}")
+                        return False
+                    self.own_fs = False
+                    self.meter = diskuse.Meter([self.run.outputs, self.run.state,
+                                                self.run.work, self.run.units,
+                                                self.run.source])
+                    self.disk = {"type": "polled",
+                                 "problem": f"its filesystem could not be made: {exc}"}
+                    self.event("FilesystemUnavailable", runfs.describe(self.disk), True)
+            self.attached = True
+            if not (self.own_fs and how == "spare"):  # a spare's are made
+                self.run.make_job_dirs(self.sandbox.user)
+            diskuse.reserve(self.root, self.uid, self.run.path, self.max_output,
+                            self.run.image if self.own_fs else None)
+        self.st["disk"] = self.disk["type"]
+        jobstate.set_condition(self.st, "DiskLimited", self.own_fs,
+                               "OwnFilesystem" if self.own_fs else "Polled",
+                               runfs.describe(self.disk), now)
+        self.dirty = True
+        return True
+
+    def unmount(self) -> None:
+        try:
+            runfs.detach(self.run.files)
+            if self.fs_dev is not None:  # its run directory moved away with the mount
+                runfs.detach_device(self.fs_dev)
+        except (OSError, runfs.RunFsError) as exc:
+            try:
+                self.event("FilesystemBusy", str(exc), True)
+            except OSError:
+                pass
+
+    def close(self) -> None:
+        """The Job is finished: unmount its filesystem (a read-only mount is made again
+        when its outputs are read) and give back what it had registered."""
+        self.unmount()
+        diskuse.release(self.root, self.uid)
+        me = os.getpid()
+        runfs.drop_spare(self.root, me, procs.start_ticks(me))  # made but not used
 
     def prepare(self, now: float) -> bool:
         """Provisioning, once per supervisor; False when the Job failed."""

@@ -32,6 +32,7 @@ class Launch:
     cwd: str  # where the first program starts (bwrap starts in / and chdirs itself)
     stage: tuple[str, ...] = ()  # host paths the child binds for an unprivileged bwrap
     contained: bool = False
+    filesystems: tuple[tuple[str, str], ...] = ()  # (image, point) the child mounts first
 
 
 def environment(
@@ -96,4 +97,5 @@ def build(
     argv, stage = sandbox.bwrap_argv(place.sandbox, mounts, cwd=place.working_dir,
                                      tmp_bytes=spec.memory,
                                      devices=sandbox.gpu_devices(list(gpu_indexes)))
-    return Launch([*argv, "--", *spec.command], env, "/", tuple(stage), True)
+    return Launch([*argv, "--", *spec.command], env, "/", tuple(stage), True,
+                  place.filesystems if stage else ())

@@ -10,6 +10,7 @@ when the provider that started it goes away (end of file on its stdin).
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import subprocess
 import time
@@ -52,11 +53,14 @@ def spawn(run: RunDir, python: str, pass_env: tuple[str, ...] = ()) -> subproces
     return proc
 
 
-def start_spare(python: str, root: Path, pass_env: tuple[str, ...] = ()) -> subprocess.Popen:
-    """Pre-start a supervisor that waits for its run directory on stdin."""
+def start_spare(python: str, root: Path, pass_env: tuple[str, ...] = (),
+                disk: dict | None = None) -> subprocess.Popen:
+    """Pre-start a supervisor that waits for its run directory on stdin (and makes its
+    Job's filesystem image meanwhile, when `disk` says Jobs get one)."""
+    extra = [json.dumps(disk)] if disk and disk.get("type") == "filesystem" else []
     with open(root / ".spare-supervisors.log", "ab") as log:
         return subprocess.Popen(
-            [python, "-S", "-m", "providers.local.supervisor", "--spare"], cwd=root,
+            [python, "-S", "-m", "providers.local.supervisor", "--spare", *extra], cwd=root,
             env=_env(pass_env), stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
 

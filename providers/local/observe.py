@@ -28,6 +28,7 @@ _COPIED = (
     "recoveries",
     "costUSD",
     "sandbox",
+    "disk",
     "network",
     "runAs",
     "image",

@@ -25,6 +25,7 @@ import shutil
 from pathlib import Path
 
 from providers.jsonfiles import read_json
+from providers.local import runfs
 from providers.local.rundir import RunDir
 from providers.local.spec import Output, SpecError
 from reconciler.errors import NotFoundError, PermanentError
@@ -173,13 +174,20 @@ def _stored(run: RunDir, key: ResourceKey, output_name: str, record: dict) -> Pa
 def output_path(root: Path, key: ResourceKey, output_name: str) -> Path:
     """Where a succeeded Job's stored output is on this machine (a Pipeline stage's input
     `path`). Raises NotFoundError when the Job or the output is not stored, and
-    PermanentError when it no longer lies inside the Job's outputs directory."""
+    PermanentError when it no longer lies inside the Job's outputs directory. Where the
+    Job has a filesystem of its own, the path is in it: mounted by the runs that read
+    it (`runfs.readable` mounts it on the host)."""
     run = RunDir.for_key(Path(root), key)
     status = read_json(run.status) if run.exists() else None
     record = ((status or {}).get("outputs") or {}).get(output_name)
     if record is None:
         raise NotFoundError(f"{key.short} has no stored output {output_name!r}")
-    return _stored(run, key, output_name, record)
+    # the Job's own filesystem, unmounted when it finished, is looked at through a mount
+    # made for the look: the runs that take the output as an input mount it themselves
+    with runfs.reading(run.disk) as problem:
+        if problem is not None:
+            raise PermanentError(f"{key.short}:outputs/{output_name}: {problem}")
+        return _stored(run, key, output_name, record)
 
 
 def copy_output(
@@ -199,9 +207,16 @@ def copy_output(
             f"{key.short} has no stored output {output_name!r} (stored: {known}; outputs are "
             "stored when the Job succeeds)"
         )
+    with runfs.reading(run.disk) as problem:
+        if problem is not None:
+            raise PermanentError(f"{key.short}:outputs/{output_name}: {problem}")
+        return _copy(run, key, output_name, record, Path(dest))
+
+
+def _copy(run: RunDir, key: ResourceKey, output_name: str, record: dict,
+          dest: Path) -> tuple[Path, int, str]:
     rel = Output(output_name, record["path"]).relative
     src = _stored(run, key, output_name, record)
-    dest = Path(dest)
     if dest.is_dir():
         dest = dest / (Path(rel).name if rel else output_name)
     tmp = dest.with_name(f".{dest.name}.partial")

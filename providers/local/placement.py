@@ -28,6 +28,9 @@ class Placement:
     working_dir: str  # the command's working directory as the run sees it
     mounts: tuple[Mount, ...] = ()  # contained runs only
     notes: tuple[str, ...] = field(default=(), compare=False)  # events to emit once
+    # (image, mount point) of earlier stages' filesystems holding inputs: each run mounts
+    # them read-only in its own mount namespace (contained runs only)
+    filesystems: tuple[tuple[str, str], ...] = ()
 
 
 def _mount_point(path: str | None) -> str | None:
@@ -90,7 +93,8 @@ def uncontained(spec: JobSpec, run: RunDir, sb: Sandbox) -> Placement:
 
 
 def place(spec: JobSpec, run: RunDir, sb: Sandbox, image_bin: str | None,
-          image_roots: list[str]) -> Placement:
+          image_roots: list[str], filesystems: tuple[tuple[str, str], ...] = ()) -> Placement:
     found = contained(spec, run, sb, image_roots) if sb.contained else uncontained(spec, run, sb)
-    return Placement(found.sandbox, image_bin, found.working_dir, found.mounts, found.notes)
+    return Placement(found.sandbox, image_bin, found.working_dir, found.mounts, found.notes,
+                     filesystems if sb.contained else ())
 

@@ -27,7 +27,7 @@ from typing import Any
 
 from providers.base import Observed, Workload
 from providers.jsonfiles import owned_records, read_json, write_json
-from providers.local import jobstate, launcher, limits, procs, recovery, settings
+from providers.local import diskuse, jobstate, launcher, limits, procs, recovery, runfs, settings
 from providers.local.config import LocalConfig
 from providers.local.cost import estimate, run_rate
 from providers.local.logs import iter_logs
@@ -153,7 +153,8 @@ class LocalProvider:
         self._children[str(run.path)] = proc
         if self.config.prestart_supervisor:
             self._spare.append(launcher.start_spare(self.config.python, self.root,
-                                                    self.config.pass_env))
+                                                    self.config.pass_env,
+                                                    self.settings().get("disk")))
 
     def _alive(self, run: RunDir) -> bool:
         self._reap()
@@ -179,7 +180,7 @@ class LocalProvider:
         try:
             tmp.path.mkdir(parents=True)
             sandbox = Sandbox.from_dict(self.settings()["sandbox"])
-            tmp.make_dirs(sandbox.user)
+            tmp.make_dirs()
             write_json(
                 tmp.manifest,
                 {
@@ -306,8 +307,24 @@ class LocalProvider:
                 while self._alive(run) and time.monotonic() < deadline:
                     time.sleep(0.02)
                 launcher.kill_supervisor(run)
+            elif self._alive(run):
+                self._await_exit(run)  # finished: it is unmounting the Job's filesystem
             self._kill_leftovers(read_json(run.status) or {})
+            self._release_files(run)
         shutil.rmtree(run.path, ignore_errors=True)
+
+    def _await_exit(self, run: RunDir) -> None:
+        deadline = time.monotonic() + SUPERVISOR_EXIT_SECONDS
+        while self._alive(run) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def _release_files(self, run: RunDir) -> None:
+        """Before a run directory goes: unmount the Job's filesystem (every mount made
+        to read it), and drop what it had registered of the disk."""
+        runfs.detach(run.files)
+        uid = (read_json(run.manifest) or {}).get("uid")
+        if uid:
+            diskuse.release(self.root, uid)
 
     def get(self, key: ResourceKey) -> Observed | None:
         self._reap()
@@ -364,7 +381,10 @@ class LocalProvider:
         stone = self._tombstone(key)
         stone.parent.mkdir(parents=True, exist_ok=True)
         write_json(stone, {"idempotencyKey": doc.get("idempotencyKey"), "doc": doc, "status": st})
-        shutil.rmtree(run.path, ignore_errors=True)
+        with self._locked(run):
+            self._await_exit(run)
+            self._release_files(run)
+            shutil.rmtree(run.path, ignore_errors=True)
         return True
 
     @staticmethod
@@ -414,6 +434,9 @@ class LocalProvider:
             run.event("SupervisorRestarted", "the supervisor is gone; nothing was running", now=now)
         if decision.action in ("cancel", "fail", "recover", "restart"):
             write_json(run.status, st)
+        if decision.action in ("cancel", "fail"):  # finished here, without a supervisor
+            runfs.detach(run.files)
+            diskuse.release(self.root, doc["uid"])
         if decision.action in ("recover", "restart"):
             self._spawn(run)
         return self._observe(run, key, st)

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from providers.local import jobstate, placement
+from providers.local import jobstate, placement, runfs
 from providers.local.placement import Placement
 from providers.local.rundir import RunDir
 from providers.local.runtime import holding, venv_roots
@@ -66,6 +67,36 @@ def _fetch_source(spec: JobSpec, run: RunDir, settings: dict[str, Any], sb: Sand
              "that leave the checkout or are absolute", True)
 
 
+def _inputs(spec: JobSpec, root: Path, sb: Sandbox) -> tuple[tuple[str, str], ...]:
+    """Check every input's path. An input in an earlier stage's own filesystem (unmounted
+    when that stage finished) is looked at through a mount made for the look; contained
+    runs then mount it read-only in their own mount namespace, so that nothing stays
+    mounted on the host: returns those (image, mount point). Without a sandbox runs see
+    the host's mounts: it is mounted read-only there, until that stage's Job goes."""
+    filesystems: list[tuple[str, str]] = []
+    for inp in spec.inputs:
+        disk = runfs.disk_of(inp.path, root) if inp.path else None
+        if disk is None:
+            if not inp.path or not os.path.exists(inp.path):
+                raise ProvisionError(Reason.STORAGE_UNAVAILABLE, f"input {inp.name} has no "
+                                     f"readable path ({inp.path or 'unset'})")
+            continue
+        if not sb.contained:
+            problem = runfs.readable(disk)
+            found = problem is None and os.path.exists(inp.path)
+        else:
+            with runfs.reading(disk) as problem:
+                found = problem is None and os.path.exists(inp.path)
+            image = disk / runfs.IMAGE_NAME
+            if image.exists() and (str(image), str(disk / runfs.FILES)) not in filesystems:
+                filesystems.append((str(image), str(disk / runfs.FILES)))
+        if not found:
+            raise ProvisionError(Reason.STORAGE_UNAVAILABLE,
+                                 f"input {inp.name} has no readable path ({inp.path}"
+                                 f"{': ' + problem if problem else ''})")
+    return tuple(filesystems)
+
+
 def provision(spec: JobSpec, run: RunDir, settings: dict[str, Any], st: dict[str, Any],
               emit: Emit, now: float) -> Placement:
     """Prepare the Job's runs; records status.source and what contains the runs;
@@ -75,10 +106,7 @@ def provision(spec: JobSpec, run: RunDir, settings: dict[str, Any], st: dict[str
     if sb.contained and sb.problem:
         raise ProvisionError(Reason.SANDBOX_UNAVAILABLE, sb.problem)
     bin_dir = image_bin(spec, settings, first, emit)
-    for inp in spec.inputs:
-        if not inp.path or not os.path.exists(inp.path):
-            raise ProvisionError(Reason.STORAGE_UNAVAILABLE,
-                                 f"input {inp.name} has no readable path ({inp.path or 'unset'})")
+    filesystems = _inputs(spec, Path(os.path.abspath(settings["root"])), sb)
     if spec.source and (st["source"] is None or not run.source.is_dir()):
         _fetch_source(spec, run, settings, sb, st, emit)
     roots = venv_roots(bin_dir) if bin_dir and sb.contained else []
@@ -88,7 +116,7 @@ def provision(spec: JobSpec, run: RunDir, settings: dict[str, Any], st: dict[str
                              f"image {spec.image} maps to {bin_dir}, whose environment {wide} "
                              f"holds the state directory {state_dir}: map a virtualenv that "
                              "holds nothing else")
-    place = placement.place(spec, run, sb, bin_dir, roots)
+    place = placement.place(spec, run, sb, bin_dir, roots, filesystems)
     if first:
         for note in place.notes:
             emit("WorkingDir", note, False)

@@ -11,13 +11,18 @@ appended one JSON object a line.
     control.json     written by the provider: desired state, timeout, cost cap
     supervisor.json  pid and /proc start time of the supervisor process
     events.jsonl     lifecycle events
-    logs/<index>-<attempt>.log, units/<index>-<attempt>.jsonl
+    logs/<index>-<attempt>.log
     sandbox/<index>-<attempt>.json   bubblewrap's status: the run's PID namespace
-    outputs/  state/<index>/  work/  source/
+    disk/files/      everything the Job writes: outputs/ state/<index>/ work/ source/
+                     units/<index>-<attempt>.jsonl; the mount point of the Job's own
+                     filesystem when it has one (`runfs`), else a plain directory
+    disk/nodus-fs.img, disk/nodus-fs.json   that filesystem's image and what it holds
 
 The run directory is 0700. When runs switch users, the directories a run writes
 (outputs, state/<index>, work, units, source) belong to the run user with mode 0700;
-the rest, logs included, stays the reconciler's, out of every run's sight.
+the rest, logs included, stays the reconciler's, out of every run's sight. `disk/` is
+made when the Job first starts a run; run directories made before it existed keep
+those directories at the top.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -91,30 +97,45 @@ class RunDir:
     def provider_lock(self) -> Path:
         return self.path / "provider.lock"
 
+    @property
+    def disk(self) -> Path:
+        return self.path / "disk"
+
+    @property
+    def image(self) -> Path:
+        return self.disk / "nodus-fs.img"
+
     # directories
     @property
     def logs(self) -> Path:
         return self.path / "logs"
 
+    @cached_property
+    def files(self) -> Path:
+        """Everything the Job writes (a run directory of an earlier layout: its top)."""
+        if not self.disk.is_dir() and (self.path / "outputs").is_dir():
+            return self.path
+        return self.disk / "files"
+
     @property
     def units(self) -> Path:
-        return self.path / "units"
+        return self.files / "units"
 
     @property
     def outputs(self) -> Path:
-        return self.path / "outputs"
+        return self.files / "outputs"
 
     @property
     def state(self) -> Path:
-        return self.path / "state"
+        return self.files / "state"
 
     @property
     def work(self) -> Path:
-        return self.path / "work"
+        return self.files / "work"
 
     @property
     def source(self) -> Path:
-        return self.path / "source"
+        return self.files / "source"
 
     @property
     def sandboxes(self) -> Path:
@@ -132,13 +153,22 @@ class RunDir:
     def units_for(self, index: int, attempt: int) -> Path:
         return self.units / f"{index}-{attempt}.jsonl"
 
-    def make_dirs(self, user: RunUser) -> None:
+    def make_dirs(self) -> None:
+        """The run directory at create; `disk/` comes when the Job first starts a run,
+        on its own filesystem where it has one (`make_job_dirs`)."""
         self.path.mkdir(parents=True, exist_ok=True)
         self.path.chmod(0o700)
-        for d in (self.logs, self.sandboxes, self.state):
+        for d in (self.logs, self.sandboxes):
             d.mkdir(exist_ok=True)
-        for d in (self.outputs, self.work, self.units):
-            _owned_dir(d, user)
+
+    def make_job_dirs(self, user: RunUser) -> None:
+        """The Job's directories in `disk/files` (a plain directory made here when the
+        Job has no filesystem of its own)."""
+        from providers.local.runfs import job_dirs
+
+        self.__dict__.pop("files", None)
+        self.files.mkdir(mode=0o700, parents=True, exist_ok=True)
+        job_dirs(self.files, (user.uid, user.gid) if user.switch else None)
 
     def make_state_dir(self, index: int, user: RunUser) -> None:
         _owned_dir(self.state_for(index), user)

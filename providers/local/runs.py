@@ -272,14 +272,19 @@ class Run:
         return Exit(code, sig, oom, whole)
 
 
-def _log_tail_shows_allocation_failure(path: Path) -> bool:
+def log_tail(path: Path, size: int = 4096) -> str:
+    """The last `size` bytes of a run's log, as text ("" when it cannot be read)."""
     try:
         with open(path, "rb") as f:
             f.seek(0, 2)
-            f.seek(max(0, f.tell() - 4096))
-            tail = f.read().decode(errors="replace")
+            f.seek(max(0, f.tell() - size))
+            return f.read().decode(errors="replace")
     except OSError:
-        return False
+        return ""
+
+
+def _log_tail_shows_allocation_failure(path: Path) -> bool:
+    tail = log_tail(path)
     return any(marker in tail for marker in limits.ALLOCATION_FAILURES)
 
 
@@ -329,7 +334,8 @@ def start(
     argv, env = launch.argv, launch.env
     contained = launch.contained
     preexec = child.make_preexec(user=user if contained else None, stage=launch.stage,
-                                 cgroup=cgroup, address_space=rlimit, file_size=max_file_bytes)
+                                 cgroup=cgroup, address_space=rlimit, file_size=max_file_bytes,
+                                 filesystems=launch.filesystems)
     try:
         try:
             if contained:

@@ -18,7 +18,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from providers.local import child, gpus, limits, runuser, sandbox
+from providers.local import child, gpus, limits, runfs, runuser, sandbox
 from providers.local.config import LocalConfig
 from providers.local.runtime import holding, python_roots
 from providers.local.runuser import RunUser
@@ -74,6 +74,24 @@ def resolve_sandbox(config: LocalConfig, helpers: dict[str, str | None],
     return sandbox.Sandbox("bubblewrap", bwrap, config.network, user, roots, problem)
 
 
+def resolve_disk(config: LocalConfig, root: Path, user: RunUser) -> dict[str, Any]:
+    """How Jobs are held to maxOutputBytes here (`runfs.plan`), tried once for real."""
+    disk = runfs.plan(int(config.max_output_bytes), config.disk_limit)  # type: ignore[arg-type]
+    if disk["type"] == "filesystem":
+        disk["owner"] = [user.uid, user.gid] if user.switch else None  # of the Job's dirs
+        runfs.clean_spares(root)
+        problem = runfs.probe(root, disk)
+        if problem is not None:
+            if config.disk_limit == "filesystem":
+                raise ValueError(f"diskLimit: filesystem, but {problem}")
+            disk = {"type": "polled", "problem": problem}
+    if disk["type"] == "polled":
+        (log.info if config.disk_limit == "polled" else log.warning)(
+            "local backend: Jobs' files are measured every few seconds, not held to "
+            "maxOutputBytes by a filesystem of their own: %s", disk["problem"])
+    return disk
+
+
 def resolve(config: LocalConfig, root: Path) -> dict[str, Any]:
     helpers = {name: find_helper(name) for name in HELPERS}
     sb = resolve_sandbox(config, helpers, root)
@@ -92,6 +110,7 @@ def resolve(config: LocalConfig, root: Path) -> dict[str, Any]:
         "maxLogBytes": config.max_log_bytes,
         "maxOutputBytes": config.max_output_bytes,
         "minFreeBytes": config.min_free_bytes,
+        "disk": resolve_disk(config, root, sb.user),
         "gitCaBundle": config.git_ca_bundle,
         "rates": config.to_dict()["rates"],
         "slots": [s.to_dict() for s in slots],

@@ -14,6 +14,7 @@ the provider to recover.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import select
 import signal
@@ -22,7 +23,7 @@ import time
 from pathlib import Path
 
 from providers.jsonfiles import write_json
-from providers.local import procs
+from providers.local import procs, runfs
 from providers.local.driver import JobDriver
 from providers.local.rundir import RunDir
 from reconciler.phases import is_terminal
@@ -62,32 +63,56 @@ def main(argv: list[str]) -> int:
 
     def on_term(*_: object) -> None:
         sup.lost()
+        sup.unmount()  # mounted again by the supervisor that recovers the Job
         os._exit(1)
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    while True:
-        now = time.time()
-        sup.tick(now)
-        if is_terminal(sup.phase):
-            return 0
-        pipes = sup.log_pipes()
-        ready, _, _ = select.select([wake_r, *pipes], [], [], sup.next_wait(time.time()))
-        for fd in ready:
-            if fd in pipes:
-                pipes[fd].pump()
-        try:
-            while os.read(wake_r, 4096):
+    try:
+        while True:
+            now = time.time()
+            sup.tick(now)
+            if sup.gone:  # its run directory was removed: end the runs, unmount, leave
+                sup.lost()
+                sup.close()
+                return 0
+            if is_terminal(sup.phase):
+                sup.close()
+                return 0
+            pipes = sup.log_pipes()
+            ready, _, _ = select.select([wake_r, *pipes], [], [], sup.next_wait(time.time()))
+            for fd in ready:
+                if fd in pipes:
+                    pipes[fd].pump()
+            try:
+                while os.read(wake_r, 4096):
+                    pass
+            except BlockingIOError:
                 pass
-        except BlockingIOError:
-            pass
+    except BaseException:  # a fault (its run directory removed under it, say): as lost
+        sup.lost()
+        sup.unmount()
+        raise
 
 
-def spare() -> int:
-    """A pre-started supervisor: its imports are done; wait for the run directory on
-    stdin, then become that run's supervisor (end of file: the provider is gone)."""
+def spare(disk: dict | None = None) -> int:
+    """A pre-started supervisor: its imports are done, and its Job's filesystem image
+    made when `disk` says Jobs get one; wait for the run directory on stdin, then become
+    that run's supervisor (end of file: the provider is gone)."""
+    me = (os.getpid(), procs.start_ticks(os.getpid()))
+    if disk is not None:
+        # at the lowest priority: the Job just handed to the spare before this one is
+        # starting (as root, which a Job's own filesystem needs, the priority comes back)
+        before = os.getpriority(os.PRIO_PROCESS, 0)
+        os.setpriority(os.PRIO_PROCESS, 0, 19)
+        try:
+            runfs.make_spare(Path.cwd(), disk, *me)
+        finally:
+            os.setpriority(os.PRIO_PROCESS, 0, before)
     path = sys.stdin.readline().strip()
     if not path:
+        if disk is not None:
+            runfs.drop_spare(Path.cwd(), *me)
         return 0
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -100,4 +125,6 @@ def spare() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(spare() if sys.argv[1:] == ["--spare"] else main(sys.argv[1:]))
+    if sys.argv[1:2] == ["--spare"]:
+        sys.exit(spare(json.loads(sys.argv[2]) if len(sys.argv) > 2 else None))
+    sys.exit(main(sys.argv[1:]))

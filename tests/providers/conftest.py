@@ -3,9 +3,11 @@ running the test interpreter, and polling with deadlines (never fixed long sleep
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -14,11 +16,12 @@ import pytest
 
 from providers.base import Observed, Workload
 from providers.jsonfiles import read_json
-from providers.local import procs
+from providers.local import procs, runfs
 from providers.local.config import LocalConfig
 from providers.local.provider import LocalProvider
 from providers.local.rundir import RunDir
 from reconciler.identity import LABEL_INSTANCE, LABEL_MANAGED_BY, MANAGED_BY_VALUE, ResourceKey
+from reconciler.phases import is_terminal
 from tests.support.waiting import wait_for
 
 PROJECT = "team-a"
@@ -80,6 +83,9 @@ class Local:
         """Poll get() until `until` holds (a phase name, a predicate, or terminal)."""
         last, held = wait_for(provider or self.provider, k, until, timeout, interval=0.03)
         if held:
+            if is_terminal(last.phase):  # its files, unmounted as it finished, read-only
+                run = self.run(k)
+                runfs.readable(run.disk)
             return last
         events = self.run(k).read_events() if self.run(k).exists() else []
         raise AssertionError(f"timed out waiting on {k}: last {last}\nevents: {events}")
@@ -97,6 +103,23 @@ class Local:
             procs.kill_recorded(sup.get("pid"), sup.get("ticks"))
             for rec in ((read_json(run.status) or {}).get("runs") or {}).values():
                 procs.kill_recorded(rec.get("pid"), rec.get("ticks"))
+        runfs.detach_all(self.root)  # the Jobs' own filesystems, so that none outlives the test
+
+
+@contextmanager
+def writable(run: RunDir) -> Iterator[None]:
+    """A finished Job's files made writable for a moment, as only root can: its own
+    filesystem is mounted read-only once the Job finished."""
+    remount = runfs.mounted(run.files) and bool(os.statvfs(run.files).f_flag & os.ST_RDONLY)
+    if remount:
+        runfs.detach(run.files)
+        runfs.mount_image(run.image, run.files)
+    try:
+        yield
+    finally:
+        if remount:
+            runfs.detach(run.files)
+            runfs.readable(run.disk)
 
 
 def local_config(**changes: Any) -> LocalConfig:

@@ -1,6 +1,7 @@
 """A Job cannot take the reconciler's disk: a log flood on a small file system is cut to
 its head and tail while syncs and lease renewals go on, and new runs wait while free
-space is under the floor."""
+space, less what the Job may write, is under the floor. (The attacks on the output cap
+itself, held by a filesystem of the Job's own: test_local_runfs.py.)"""
 
 from __future__ import annotations
 
@@ -67,8 +68,9 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def test_a_log_flood_on_a_small_disk_leaves_syncs_and_leases_working(
         small_disk: Path, manifest_repo: ManifestRepo) -> None:
     state = small_disk / "state"
+    # each Job may write 2 MiB: with the floor, what the disk must have free for one
     settings = {"type": "local", "prestartSupervisor": False, "detectGpus": False,
-                "maxLogBytes": "1Mi", "minFreeBytes": "4Mi"}
+                "maxLogBytes": "1Mi", "maxOutputBytes": "2Mi", "minFreeBytes": "4Mi"}
     store = Store.open(None, state)
     binding = Binding(id="w", url=manifest_repo.push_url, project="p")
     service = Service(Settings(state_dir=state, bindings=(binding,)), store,
@@ -131,7 +133,8 @@ def test_a_job_writing_past_the_output_cap_fails_with_the_fix(local_factory, how
 
 
 def test_new_runs_wait_while_the_disk_is_under_the_floor(small_disk: Path) -> None:
-    local = Local(small_disk / "local", local_config(min_free_bytes="8Mi"))
+    local = Local(small_disk / "local", local_config(min_free_bytes="8Mi",
+                                                     max_output_bytes="1Mi"))
     try:
         ballast = small_disk / "ballast"
         ballast.write_bytes(b"\0" * (20 << 20))  # leaves about 4 MiB of 24

@@ -14,7 +14,7 @@ from providers.base import Workload
 from providers.local import copy_output, iter_logs, output_path
 from reconciler.errors import NotFoundError, PermanentError
 from reconciler.phases import FIXES
-from tests.providers.conftest import HAS_BWRAP, PROJECT, manifest
+from tests.providers.conftest import HAS_BWRAP, PROJECT, manifest, writable
 
 HELLO = """
 import json, os
@@ -55,8 +55,14 @@ def test_copy_output_refuses_a_stored_output_that_changed(local, tmp_path):
     k = local.create(
         "tamper", HELLO, outputs=[{"name": "report", "path": "/nodus/outputs/report.json"}]
     )
-    assert local.wait(k).phase == "Succeeded"
-    (local.run(k).outputs / "report.json").write_text("changed")
+    done = local.wait(k)
+    assert done.phase == "Succeeded"
+    report = local.run(k).outputs / "report.json"
+    if done.status["disk"] == "filesystem":  # stored outputs are read-only once it finished
+        with pytest.raises(OSError, match="Read-only file system"):
+            report.write_text("changed")
+    with writable(local.run(k)):
+        report.write_text("changed")
     with pytest.raises(PermanentError, match="does not match"):
         copy_output(local.root, k, "report", tmp_path / "x.json")
     assert not (tmp_path / "x.json").exists()

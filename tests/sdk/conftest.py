@@ -20,10 +20,9 @@ import pygit2
 import pytest
 import yaml
 
-from providers.jsonfiles import read_json
-from providers.local import procs
 from reconciler import sdk as nodus
 from tests.fixtures_git import GitHttpServer, ManifestRepo, git, serve_git_http
+from tests.support.local_runs import stop_local_runs
 
 PROJECT = "ml"
 TOKEN = "sdk-test-token"
@@ -106,15 +105,6 @@ def _wait_ready(url: str, proc: subprocess.Popen, log: Path) -> None:
     raise RuntimeError(f"nodus-gitops serve not ready: {log.read_text()[-3000:]}")
 
 
-def _kill_local_runs(root: Path) -> None:
-    """Stop every Job process the local backend left behind (a run still sleeping)."""
-    for run in (p for p in root.glob(f"{PROJECT}/*") if p.is_dir()):
-        supervisor = read_json(run / "supervisor.json") or {}
-        procs.kill_recorded(supervisor.get("pid"), supervisor.get("ticks"))
-        for rec in ((read_json(run / "status.json") or {}).get("runs") or {}).values():
-            procs.kill_recorded(rec.get("pid"), rec.get("ticks"))
-
-
 @pytest.fixture(scope="session")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     base = tmp_path_factory.mktemp("sdk")
@@ -144,7 +134,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-            _kill_local_runs(base / "state" / "local")
+            stop_local_runs(base / "state" / "local")
 
 
 @pytest.fixture(scope="session")
