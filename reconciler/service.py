@@ -20,6 +20,7 @@ from reconciler.leases import DEFAULT_TTL, LeaseKeeper
 from reconciler.metrics import MeteredProvider
 from reconciler.results import RUNS
 from reconciler.sync import BindingSync, SyncReport
+from reconciler.workloads.expiry import ExpiresFinished
 from state.store import Store
 
 log = logging.getLogger("nodus_gitops.service")
@@ -105,6 +106,19 @@ class Service:
         # refreshes fall on the same ticks whenever one interval divides the other.
         for binding_id in self.syncs:
             self.refresh_binding(binding_id)
+        self.expire_finished()
+
+    def expire_finished(self) -> None:
+        """ttlSecondsAfterFinished with nobody looking: each backend this replica drives
+        removes what is due (finished Pipelines and Sweeps with their stage and cell Jobs)."""
+        providers = {id(s.applier.provider): s.applier.provider for b, s in self.syncs.items()
+                     if self.leases is None or self.leases.holds(b)}
+        for provider in providers.values():
+            if isinstance(provider, ExpiresFinished):
+                try:
+                    provider.expire_finished()
+                except Exception:  # a bug must not stop the next refresh
+                    log.exception("TTL sweep crashed")
 
     def reconcile_all(self, *, force: bool = False) -> list[SyncReport]:
         return [r for b in self.syncs if (r := self.reconcile(b, force=force)) is not None]

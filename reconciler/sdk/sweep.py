@@ -234,8 +234,9 @@ class Sweep:
         return self.status().estimate
 
     def jobs(self) -> list[View]:
-        """The cell Jobs, in index order: the API's Job object where the reconciler
-        records it, otherwise what the Sweep's status says of that Job."""
+        """The cell Jobs the Sweep created, in index order (a cell not started has none):
+        the API's Job object where the reconciler records it, otherwise what the Sweep's
+        status says of that Job."""
         report = self.status()
         listed = {r.get("name"): r for r in self.client.resources(
             kind="Job", project=self.project, name=f"{report.name}-")}
@@ -243,6 +244,8 @@ class Sweep:
         for c in report.cells:
             found = listed.get(c.job)
             if found is None:
+                if not _created(c):
+                    continue
                 found = {"kind": "Job", "name": c.job, "project": self.project,
                          "phase": c.phase, "reason": c.reason, "costUSD": c.cost_usd,
                          "status": {"wallSeconds": c.wall_seconds,
@@ -288,6 +291,13 @@ class Sweep:
                                      f"{phase or 'not created'} after {timeout:g}s")
             pause = poll if deadline is None else min(poll, max(0.0, deadline - now))
             time.sleep(max(0.01, pause))
+
+
+def _created(cell: Mapping[str, Any]) -> bool:
+    """Whether a cell's Job was created: the status says so (`created`); a reconciler
+    that does not say leaves a cell never started Pending."""
+    created = cell.get("created")
+    return bool(created) if created is not None else cell.get("phase") != "Pending"
 
 
 def _count(n: int, what: str) -> str:

@@ -4,19 +4,25 @@
 backend runs natively passes straight through; a Pipeline or Sweep is driven by its
 controller (one module per kind, picked from `CONTROLLERS`), which creates the stage or
 cell Jobs on the backend and derives the composite's status from theirs each time it
-is read. The composite's own record (its manifest and what it decided, such as a stage
-skipped) is a small JSON file, so a restarted reconciler carries on where it stopped.
+is read. The composite's own record (its manifest, what it decided, such as a stage
+skipped, and each finished child's result) is a small JSON file, so a restarted
+reconciler carries on where it stopped. Nothing reads a finished composite by itself:
+`expire_finished()` is the periodic step that applies the TTLs (`expiry`).
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from providers.base import Observed, Provider, Workload
-from reconciler.errors import NotFoundError
+from reconciler.errors import NotFoundError, ProviderError
 from reconciler.identity import ResourceKey, owned_by
-from reconciler.workloads.base import Controller, RecordStore
+from reconciler.workloads.base import Controller
+from reconciler.workloads.expiry import ExpiresFinished
 from reconciler.workloads.pipeline import PipelineController
+from reconciler.workloads.records import RecordStore
 from reconciler.workloads.sweep import SweepController
 
 CONTROLLERS: dict[str, type[Controller]] = {
@@ -28,16 +34,18 @@ CONTROLLERS: dict[str, type[Controller]] = {
 class CompositeProvider:
     """Presents Job, Pipeline and Sweep on top of `inner`, whatever it runs natively."""
 
-    def __init__(self, inner: Provider, state_dir) -> None:
+    def __init__(self, inner: Provider, state_dir, *,
+                 clock: Callable[[], float] = time.time) -> None:
         self.inner = inner
         self.name = inner.name
         self.native_kinds = frozenset({"Job", "Pipeline", "Sweep"})
         self.records = RecordStore(state_dir)
+        self.clock = clock
 
     def _controller(self, kind: str) -> Controller | None:
         if kind in self.inner.native_kinds or kind not in CONTROLLERS:
             return None
-        return CONTROLLERS[kind](self.inner, self.records)
+        return CONTROLLERS[kind](self.inner, self.records, self.clock)
 
     def create(self, workload: Workload, idempotency_key: str) -> Observed:
         controller = self._controller(workload.key.kind)
@@ -72,12 +80,30 @@ class CompositeProvider:
         for kind in driven:
             for key in self.records.keys(project, kind):
                 record = self.records.load(key)
-                if record is None or not owned_by(record.manifest, instance):
+                if record is None or record.expired or not owned_by(record.manifest,
+                                                                    instance):
                     continue  # not read: reading a composite steps it
                 observed = self.get(key)
                 if observed is not None:
                     owned.append(replace(observed, manifest=record.manifest))
         return owned
+
+    def expire_finished(self) -> list[ResourceKey]:
+        """Remove every finished composite whose ttlSecondsAfterFinished has passed, with
+        its child Jobs, and the finished children whose own TTL has (and whatever the
+        inner backend removes the same way). The service calls this periodically: no
+        read of a finished composite ever comes by itself."""
+        removed = self.inner.expire_finished() if isinstance(
+            self.inner, ExpiresFinished) else []
+        for kind in CONTROLLERS:
+            controller = self._controller(kind)
+            for key in self.records.all_keys(kind) if controller else []:
+                try:
+                    if controller.expire(key):
+                        removed.append(key)
+                except ProviderError:
+                    continue  # tried again at the next call
+        return removed
 
     def __getattr__(self, name: str):  # estimate(), output_location() and the like
         return getattr(self.inner, name)

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.base import Observed
 from reconciler.composite import merge_defaults, stage_job_name
 from reconciler.identity import LABEL_PIPELINE, ResourceKey
 from reconciler.phases import Phase, Reason, is_terminal
-from reconciler.workloads.base import Child, Controller, Record
+from reconciler.workloads.base import SKIPPED, Child, Controller, Record, Views
 
-SKIPPED = "Skipped"
+FINISHED = (Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED, SKIPPED)
 
 
 class PipelineController(Controller):
@@ -39,9 +38,19 @@ class PipelineController(Controller):
             inputs.append({"name": inp["name"], "path": str(location)})
         return inputs
 
+    def keeps_outputs(self, record: Record, child: Child, observed: Views) -> bool:
+        """A stage's Job outlives its TTL while a stage that reads its outputs has not
+        finished: deleting a Job deletes its outputs."""
+        readers = {s["name"] for s in record.spec.get("stages") or []
+                   if any(i.get("fromStage") == child.id for i in s.get("inputs") or [])}
+        return any(self.child_phase(record, c, observed[c.id]) not in FINISHED
+                   for c in self.children(record) if c.id in readers)
+
     def on_failures(self, record: Record, children: list[Child],
                     phases: dict[str, str | None]) -> None:
-        failed = {c.id for c in children if phases[c.id] in (Phase.FAILED, Phase.CANCELLED)
+        # A stage cancelled by the Pipeline's own cancel did not fail.
+        ends = (Phase.FAILED,) if record.cancelled else (Phase.FAILED, Phase.CANCELLED)
+        failed = {c.id for c in children if phases[c.id] in ends
                   and c.id not in record.skipped}
         if not failed:
             return
@@ -55,18 +64,14 @@ class PipelineController(Controller):
                 record.skipped.append(cid)
 
     def status(self, record: Record, children: list[Child],
-               observed: dict[str, Observed | None]) -> tuple[str, str | None, str | None,
-                                                           dict[str, Any]]:
+               observed: Views) -> tuple[str, str | None, str | None, dict[str, Any]]:
         stages = []
         for child in children:
             o = observed[child.id]
-            phase = o.phase if o else None
-            if child.id in record.skipped and (o is None or phase in (
-                    Phase.CANCELLED, Phase.CANCELLING)):
-                phase = SKIPPED if o is None else phase
             entry: dict[str, Any] = {"name": child.id, "job": child.job,
-                                     "phase": phase or "Pending",
-                                     "costUSD": o.cost_usd if o else "0"}
+                                     "phase": self.child_phase(record, child, o),
+                                     "costUSD": o.cost_usd if o else "0",
+                                     "created": self.created(record, child)}
             if o is not None:
                 entry["startTime"] = o.status.get("startTime")
                 entry["completionTime"] = o.status.get("completionTime")
@@ -74,9 +79,11 @@ class PipelineController(Controller):
                     entry["reason"] = o.reason
             stages.append(entry)
         failed = [s["name"] for s in stages if s["phase"] == Phase.FAILED]
-        unfinished = [s for s in stages if s["phase"] not in (
-            Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED, SKIPPED)]
-        if record.spec.get("state") == "Cancelled" and not unfinished:
+        unfinished = [s for s in stages if s["phase"] not in FINISHED]
+        # Cancelled when the cancel stopped something: a Pipeline that finished before
+        # the cancel was seen keeps its own ending.
+        cancelled = any(s["phase"] == Phase.CANCELLED for s in stages)
+        if record.cancelled and cancelled and not unfinished:
             phase, reason, message = Phase.CANCELLED, None, None
         elif failed and not unfinished:
             phase, reason = Phase.FAILED, Reason.STAGE_FAILED

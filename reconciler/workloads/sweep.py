@@ -8,11 +8,11 @@ import copy
 from decimal import Decimal
 from typing import Any
 
-from providers.base import Observed
 from reconciler.composite import cell_job_name, sweep_cells
 from reconciler.identity import LABEL_SWEEP
 from reconciler.phases import Phase, Reason
-from reconciler.workloads.base import Child, Controller, Record
+from reconciler.workloads import pricing
+from reconciler.workloads.base import Child, Controller, Record, Views
 
 DEFAULT_MAX_PARALLEL = 4
 
@@ -32,16 +32,19 @@ class SweepController(Controller):
             if cell.region is not None:
                 spec.setdefault("placement", {})["regions"] = [cell.region]
             if cell.params:
-                env = dict(spec.get("env") or {})
-                env.update({f"NODUS_PARAM_{k}": v for k, v in cell.params.items()})
-                spec["env"] = env
+                spec["env"] = _with_params(spec.get("env"), cell.params)
             children.append(Child(str(cell.index), cell_job_name(record.key.name, cell.index),
                                   spec))
         return children
 
+    def child_metadata(self, record: Record) -> tuple[dict[str, str], dict[str, str]]:
+        """The template's labels and annotations, on every cell Job (the schema's
+        template.metadata)."""
+        meta = record.spec.get("template", {}).get("metadata") or {}
+        return dict(meta.get("labels") or {}), dict(meta.get("annotations") or {})
+
     def status(self, record: Record, children: list[Child],
-               observed: dict[str, Observed | None]) -> tuple[str, str | None, str | None,
-                                                           dict[str, Any]]:
+               observed: Views) -> tuple[str, str | None, str | None, dict[str, Any]]:
         cells = []
         for cell, child in zip(sweep_cells(record.spec), children, strict=True):
             o = observed[child.id]
@@ -49,7 +52,8 @@ class SweepController(Controller):
             units_per_second = st.get("unitsPerSecond")
             cells.append({
                 "index": cell.index, "job": child.job, "gpu": cell.gpu, "region": cell.region,
-                "params": cell.params, "phase": o.phase if o else "Pending",
+                "params": cell.params, "phase": self.child_phase(record, child, o),
+                "created": self.created(record, child),
                 "costUSD": o.cost_usd if o else "0", "wallSeconds": st.get("wallSeconds"),
                 "unitsPerSecond": units_per_second if st.get("units") else None,
                 **({"reason": o.reason} if o and o.reason else {}),
@@ -67,9 +71,11 @@ class SweepController(Controller):
                                                         Phase.CANCELLED)]
         failed = [c["index"] for c in cells if c["phase"] == Phase.FAILED]
         if len(finished) < len(cells):
-            running = any(c["phase"] in (Phase.RUNNING, Phase.PROVISIONING) for c in cells)
+            running = any(c["phase"] in (Phase.RUNNING, Phase.PROVISIONING, Phase.RECOVERING)
+                          for c in cells)
             phase, reason, message = (Phase.RUNNING if running else Phase.QUEUED), None, None
-        elif record.spec.get("state") == "Cancelled":
+        elif record.cancelled and any(c["phase"] == Phase.CANCELLED for c in cells):
+            # the cancel stopped something; a Sweep done before it keeps its ending
             phase, reason, message = Phase.CANCELLED, None, None
         elif failed:
             phase, reason = Phase.FAILED, Reason.CELLS_FAILED
@@ -78,18 +84,26 @@ class SweepController(Controller):
         else:
             phase, reason, message = Phase.SUCCEEDED, None, None
         status = {"cells": cells, "best": best, "progress": f"{len(finished)}/{len(cells)}"}
-        estimate = self._estimate(children)
+        estimate = self._total_estimate(children)
         if estimate is not None:
             status["estimate"] = {"costUSD": estimate}
         return phase, reason, message, status
 
-    def _estimate(self, children: list[Child]) -> str | None:
-        estimate = getattr(self.inner, "estimate", None)
-        if estimate is None:
-            return None
-        try:
-            total = sum((Decimal(estimate({"kind": "Job", "spec": c.spec})) for c in children),
-                        Decimal(0))
-        except ArithmeticError:  # "unknown": a cell has neither expectedDuration nor timeout
-            return None
+    def _total_estimate(self, children: list[Child]) -> str | None:
+        """Over every cell; None when a cell has neither expectedDuration nor timeout."""
+        total = Decimal(0)
+        for child in children:
+            one = pricing.estimate(self.inner, child.spec)
+            if one is None:
+                return None
+            total += one
         return f"{total:.2f}"
+
+def _with_params(env: Any, params: dict[str, str]) -> Any:
+    """The template's env with the cell's NODUS_PARAM_<NAME> variables, in whichever form
+    the template wrote it (a mapping, or the Kubernetes list of name and value)."""
+    values = {f"NODUS_PARAM_{k}": v for k, v in params.items()}
+    if isinstance(env, list):
+        kept = [e for e in env if not (isinstance(e, dict) and e.get("name") in values)]
+        return kept + [{"name": k, "value": v} for k, v in values.items()]
+    return {**dict(env or {}), **values}

@@ -1,0 +1,43 @@
+"""ttlSecondsAfterFinished for composites and their children, applied by the controllers.
+
+A stage's or cell's own TTL is the controller's to apply, not its backend's: the child
+Job is created without it, so it cannot vanish before its result is in the composite's
+record; the controller deletes it once the TTL passed (a stage whose outputs an
+unfinished stage still takes as inputs waits for that stage). A finished composite's TTL
+deletes it with every child Job and leaves a tombstone, so the same create again (a
+journal resolving its intent) returns the finished composite instead of a second run.
+
+Nothing reads a finished composite by itself (the service refreshes unfinished ones), so
+`expire_finished()` is the step that keeps these on time: the service calls it
+periodically.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from reconciler.identity import ResourceKey
+
+TTL_FIELD = "ttlSecondsAfterFinished"
+
+
+@runtime_checkable
+class ExpiresFinished(Protocol):
+    """A provider that removes finished resources whose TTL passed when asked."""
+
+    def expire_finished(self) -> list[ResourceKey]:
+        """Remove what is due; returns the keys removed."""
+
+
+def ttl_of(spec: dict[str, Any]) -> float | None:
+    value = spec.get(TTL_FIELD)
+    return None if value is None or isinstance(value, bool) else float(value)
+
+
+def is_due(finished_at: float | None, ttl: float | None, now: float) -> bool:
+    return finished_at is not None and ttl is not None and now >= finished_at + ttl
+
+
+def without_ttl(spec: dict[str, Any]) -> dict[str, Any]:
+    """A child's Job spec as its backend gets it: the TTL is the controller's."""
+    return {k: v for k, v in spec.items() if k != TTL_FIELD}
