@@ -98,7 +98,8 @@ class ChangeSet:
 
 
 def idempotency_key(ctx: ApplyContext, action: str, key: ResourceKey, spec_hash: str) -> str:
-    raw = f"{ctx.binding_id}\0{ctx.commit}\0{action}\0{key}\0{spec_hash}"
+    # The instance too: two instances fed by one repository never share a create.
+    raw = f"{ctx.instance}\0{ctx.binding_id}\0{ctx.commit}\0{action}\0{key}\0{spec_hash}"
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
@@ -188,7 +189,7 @@ class Applier:
 
     def apply(self, plan: Plan, ctx: ApplyContext) -> ChangeSet:
         changes = ChangeSet(unchanged=plan.unchanged)
-        effects = [a for a in plan.actions if a.action in EFFECTS]
+        effects = [a for a in plan.actions if a.action in EFFECTS and not a.forget]
         failed: dict[Action, ProviderError] = {}
         for i in range(0, len(effects), CHUNK):
             if not self.fence():  # another replica holds the binding now: stop here
@@ -197,10 +198,12 @@ class Applier:
                 break
             failed.update(self._apply_chunk(effects[i:i + CHUNK], ctx))
         unchanged = [a for a in plan.actions if a.action == ActionType.NOOP and a.record]
-        if unchanged:
+        forgotten = [a.key for a in plan.actions if a.forget]
+        if unchanged or forgotten:
             with self.store.batch():
                 for action in unchanged:
                     self._record_unchanged(action, ctx)
+                self.store.remove_resources(forgotten)
         for action in plan.actions:
             error = failed.get(action)
             changes.outcomes.append(Outcome(action, ok=True) if error is None else Outcome(
@@ -288,8 +291,11 @@ class Applier:
         if step.error is not None:
             results.intents.append((step.intent_id, False, {"error": str(step.error)}))
             results.events.append((key, "Warning", "ApplyFailed", f"{step.op}: {step.error}"))
-            if step.op == JournalOp.CREATE:
-                # Shown with what happened until a later commit's create succeeds.
+            existing = self.store.get_resource(key) if step.op == JournalOp.CREATE else None
+            if step.op == JournalOp.CREATE and (existing is None
+                                                or existing.binding_id == ctx.binding_id):
+                # Shown with what happened until a later commit's create succeeds (never
+                # over another binding's record of the same name: that one is its own).
                 results.upserts.append(self._refused_record(step, ctx))
             return
         if step.op == "delete":

@@ -114,6 +114,8 @@ class Action:
     manifest: dict[str, Any] | None = field(default=None, compare=False)
     # A noop that still updates the inventory (a renamed file, an ignored change).
     record: bool = False
+    # A delete of a record only: the backend holds nothing of it (a refused create).
+    forget: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -217,11 +219,7 @@ def _plan_changed(d: Desired, r: Recorded, live: Live | None) -> Action:
                           "(nodus.dev/on-change: Replace): the old run is deleted with its "
                           "outputs, then a new run is created", **base)
         if policy == OnChange.IGNORE:
-            # Nothing is applied, so the inventory keeps what runs (a later Replace then
-            # still sees the difference); only a moved file is recorded.
-            return Action(ActionType.NOOP, d.key, d.file, tuple(changes),
-                          reason=f"change to {fields} ignored (nodus.dev/on-change: Ignore)",
-                          spec_hash=r.spec_hash, manifest=r.manifest, record=r.file != d.file)
+            return _plan_ignored(d, r, phase, changes, fields)
         return Action(ActionType.BLOCKED, reason=f"{fields} cannot change on an existing "
                       f"{d.key.kind}; set the annotation nodus.dev/on-change: Replace to delete "
                       "and re-create it, or Ignore to keep the current run", **base)
@@ -233,6 +231,45 @@ def _plan_changed(d: Desired, r: Recorded, live: Live | None) -> Action:
         return Action(ActionType.NOOP, reason=f"finished ({phase}): in-place changes have no "
                       "effect on a finished run", record=True, **base)
     return Action(ActionType.PATCH, **base)
+
+
+def _plan_ignored(d: Desired, r: Recorded, phase: str | None, changes: list[Change],
+                  fields: str) -> Action:
+    """`nodus.dev/on-change: Ignore`: the immutable changes are not applied, so the
+    inventory keeps what runs (a later Replace still sees the difference); the fields the
+    platform changes in place (spec.state, the cap, labels, ...) still patch."""
+    ignored = f"change to {fields} ignored (nodus.dev/on-change: Ignore)"
+    patchable = [c for c in changes if _patchable(c)]
+    running = _with_fields(r.manifest, d.manifest, patchable)
+    lowered = _lowered_cap(patchable)
+    if lowered is not None:
+        return Action(ActionType.BLOCKED, d.key, d.file, tuple(changes), spec_hash=d.spec_hash,
+                      manifest=d.manifest, reason=f"spec.maxCostUSD {lowered.old or 'unset'} "
+                      f"-> {lowered.new}: the cap can only be raised")
+    if patchable and not is_terminal(phase):
+        return Action(ActionType.PATCH, d.key, d.file, tuple(patchable),
+                      reason=f"{ignored}; the rest patches in place",
+                      spec_hash=spec_hash(running), manifest=running)
+    return Action(ActionType.NOOP, d.key, d.file, tuple(changes), reason=ignored,
+                  spec_hash=spec_hash(running), manifest=running,
+                  record=bool(patchable) or r.file != d.file)
+
+
+def _with_fields(base: dict[str, Any], source: dict[str, Any],
+                 changes: list[Change]) -> dict[str, Any]:
+    """`base` with the top-level spec and metadata fields that `changes` touch taken from
+    `source` (whole values, as a merge patch carries them)."""
+    out = {**base}
+    for c in changes:
+        section, _, rest = c.path.partition(".")
+        name = rest.split(".", 1)[0]
+        part = dict(out.get(section) or {})
+        if name in (source.get(section) or {}):
+            part[name] = source[section][name]
+        else:
+            part.pop(name, None)
+        out[section] = part
+    return out
 
 
 def _plan_unchanged(d: Desired, r: Recorded, live: Live | None,
@@ -280,7 +317,8 @@ def _drift(wanted: str, live: Live) -> str:
 
 
 def _plan_prunes(stale: list[Recorded], desired_empty: bool, options: PlanOptions) -> list[Action]:
-    # A resource the backend never created has nothing to keep or guard: it just goes.
+    # A resource the backend never created has nothing to keep or guard, and nothing on
+    # the backend is its (what holds that name there is someone else's): it is forgotten.
     never = [r for r in stale if r.phase == Phase.CREATE_FAILED]
     stale = [r for r in stale if r.phase != Phase.CREATE_FAILED]
     keep = [r for r in stale if not ResourceOptions.from_manifest(r.manifest).prune]
@@ -288,8 +326,8 @@ def _plan_prunes(stale: list[Recorded], desired_empty: bool, options: PlanOption
     actions = [Action(ActionType.BLOCKED, r.key, r.file, reason="removed from Git but kept: "
                       "nodus.dev/prune: disabled") for r in keep]
     actions += [Action(ActionType.DELETE, r.key, r.file, reason="removed from Git (the "
-                       "backend had refused to create it)", spec_hash=r.spec_hash)
-                for r in never]
+                       "backend had refused to create it: only its record goes)",
+                       spec_hash=r.spec_hash, forget=True) for r in never]
     refusal = ""
     if delete and desired_empty and not options.allow_empty:
         refusal = ("this commit would delete every resource of the binding; set allowEmpty: "

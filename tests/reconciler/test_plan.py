@@ -241,3 +241,29 @@ def test_a_refused_create_is_planned_again_and_pruned_without_guards() -> None:
     gone = only(plan([], [recorded(annotate(m, prune="disabled"), phase="CreateFailed")],
                      options=PlanOptions(max_deletions=0)))
     assert gone.action == ActionType.DELETE  # nothing on the backend to keep or guard
+
+
+def test_ignore_keeps_what_runs_but_in_place_fields_still_patch() -> None:
+    """An ignored immutable change never swallows a later cancel, cap raise or label."""
+    running = recorded(annotate(job("a", maxCostUSD="1.00"), on_change="Ignore"))
+    wanted = annotate(job("a", image="new", state="Cancelled", maxCostUSD="5.00"),
+                      on_change="Ignore")
+    a = only(plan([desired(wanted)], [running]))
+    assert a.action == ActionType.PATCH and "ignored" in a.reason
+    assert {c.path for c in a.changes} == {"spec.state", "spec.maxCostUSD"}
+    assert a.manifest["spec"]["state"] == "Cancelled"
+    assert a.manifest["spec"]["image"] == "python:3.12-slim"  # what runs, not the ignored
+    # Once patched, what is left is the ignored change alone: a noop.
+    after = Recorded(running.key, a.manifest, a.spec_hash, running.file, "Cancelling")
+    assert only(plan([desired(wanted)], [after])).action == ActionType.NOOP
+
+
+def test_two_instances_never_share_an_idempotency_key() -> None:
+    """An instance that lost its store, or another fed by the same repository, asks the
+    backend for its own create: it never receives a run another instance made."""
+    from reconciler.apply import ApplyContext, idempotency_key
+
+    ours = ApplyContext("b", PROJECT, "default", "https://h/r.git", "c1")
+    theirs = ApplyContext("b", PROJECT, "other", "https://h/r.git", "c1")
+    assert idempotency_key(ours, "create", key("a"), "h") != idempotency_key(
+        theirs, "create", key("a"), "h")

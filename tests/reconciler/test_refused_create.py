@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from providers.base import FakeProvider
+from providers.base import FakeProvider, Observed
 from reconciler.errors import PermanentError
 from reconciler.identity import ResourceKey
 from reconciler.output import resource_object, resources_table
@@ -94,3 +94,52 @@ def test_a_refused_create_removed_from_git_goes_without_a_trace(manifest_repo, s
     assert report.result == "applied", report.message
     assert store.get_resource(DENIED) is None
     assert {k.name for k in world.provider.resources} == {"ok"}
+
+
+def test_a_refused_name_held_by_another_owner_is_never_deleted(manifest_repo, store,
+                                                               tmp_path: Path) -> None:
+    """The backend refused the create because someone else holds that name: removing the
+    manifest forgets the record and never touches what the other owner runs."""
+    def handler(op, key, arg):
+        if op == "create" and key == DENIED:
+            raise PermanentError("Job denied already exists (created with another "
+                                 "idempotency key)")
+        return None
+
+    world = World(manifest_repo, store, tmp_path)
+    world.provider = FakeProvider(handler)
+    world.service.syncs["team-a"].applier.provider = world.provider
+    world.push({"ok.yaml": job("ok"), "denied.yaml": job("denied")})
+    assert world.sync().result == "partial"
+    world.provider.resources[DENIED] = Observed(DENIED, "theirs-1", "Running")  # the other's
+    world.push({"denied.yaml": None}, "drop it")
+    report = world.sync()
+    assert report.result == "applied", report.message
+    assert ("delete", DENIED) not in world.provider.calls
+    assert world.provider.resources[DENIED].provider_id == "theirs-1"
+    assert store.get_resource(DENIED) is None
+
+
+def test_a_refused_create_never_overwrites_another_bindings_record(store) -> None:
+    from reconciler.apply import Applier, ApplyContext
+    from reconciler.plan import Desired, plan
+    from state.records import InventoryRecord
+
+    manifest = {"apiVersion": "nodus.dev/v1", "kind": "Job", "metadata": {"name": "denied"},
+                "spec": {"command": ["true"]}}
+    store.upsert_binding("bx", "https://h/r.git", "main", "x", "team-a")
+    store.upsert_binding("by", "https://h/r.git", "main", "y", "team-a")
+    store.upsert_resource(InventoryRecord(DENIED, "bx", manifest, "h1", phase="Running",
+                                          provider_id="bx-1"))
+
+    def refuse(op, key, arg):
+        if op == "create":
+            raise PermanentError("already exists")
+        return None
+
+    applier = Applier(store, FakeProvider(refuse))
+    changes = applier.apply(plan([Desired.of(DENIED, manifest, "y/denied.yaml")], []),
+                            ApplyContext("by", "team-a", "test", "https://h/r.git", "c1"))
+    assert changes.failed
+    record = store.get_resource(DENIED)
+    assert (record.binding_id, record.phase, record.provider_id) == ("bx", "Running", "bx-1")
