@@ -97,9 +97,11 @@ class ChangeSet:
         return counts
 
 
-def idempotency_key(ctx: ApplyContext, action: str, key: ResourceKey, spec_hash: str) -> str:
+def idempotency_key(ctx: ApplyContext, action: str, key: ResourceKey, spec_hash: str,
+                    salt: str = "") -> str:
     # The instance too: two instances fed by one repository never share a create.
     raw = f"{ctx.instance}\0{ctx.binding_id}\0{ctx.commit}\0{action}\0{key}\0{spec_hash}"
+    raw += f"\0{salt}" if salt else ""
     return hashlib.sha256(raw.encode()).hexdigest()[:32]
 
 
@@ -127,6 +129,11 @@ def merge_patch(changes: tuple[Change, ...] | list[Change], manifest: dict[str, 
         value = manifest.get(section, {}).get(field_name)
         patch.setdefault(section, {})[field_name] = value
     return patch
+
+
+def _key_of(step: _Step, ctx: ApplyContext) -> str:
+    return idempotency_key(ctx, step.op, step.action.key, step.spec_hash,
+                           step.payload.get("salt", ""))
 
 
 @dataclass
@@ -219,6 +226,8 @@ class Applier:
             spec_hash = action.spec_hash
             if op in ("create", "patch"):
                 payload["manifest"] = action.manifest
+            if action.heal:  # a new run of this commit: not the one the backend lost
+                payload["salt"] = f"heal {ctx.sync_id}"
             if op == "patch":
                 payload["patch"] = merge_patch(action.changes, action.manifest or {})
             steps.append(_Step(action, op, payload, spec_hash))
@@ -233,11 +242,9 @@ class Applier:
         journaled = self.store.add_intents([
             {"binding_id": ctx.binding_id, "sync_id": ctx.sync_id, "action": step.op,
              "key": step.action.key, "spec_hash": step.spec_hash, "payload": step.payload,
-             "idempotency_key": idempotency_key(ctx, step.op, step.action.key,
-                                                step.spec_hash)} for step in steps])
+             "idempotency_key": _key_of(step, ctx)} for step in steps])
         for step in steps:
-            step.intent_id, state = journaled[idempotency_key(ctx, step.op, step.action.key,
-                                                              step.spec_hash)]
+            step.intent_id, state = journaled[_key_of(step, ctx)]
             step.skip = state == "done"  # carried out by an earlier run of this commit
         # 2. The provider calls, in plan order; a failed delete stops its replace.
         broken: set[Action] = set()
@@ -282,7 +289,7 @@ class Applier:
         workload = workload_for(step.payload["manifest"], key, step.spec_hash,
                                 step.payload["file"], ctx)
         if step.op == "create":
-            idem = idempotency_key(ctx, "create", key, step.spec_hash)
+            idem = _key_of(step, ctx)
             return self._call(lambda: self.provider.create(workload, idem))
         return self._call(lambda: self.provider.patch(workload, step.payload["patch"]))
 
@@ -399,7 +406,13 @@ class Applier:
                 observed = self.provider.get(record.key)
             except ProviderError:
                 continue
-            if observed is None:
+            if observed is None:  # gone from the backend before it finished
+                self.store.update_status(record.key, record.phase, "Missing", "the backend "
+                                         "no longer has this resource", None, record.status,
+                                         record.cost_usd, None, deleted=True)
+                self.store.add_event(record.key, "Warning", "Missing", "the backend no longer "
+                                     "has this unfinished resource")
+                changed.append(record.key)
                 continue
             if (observed.phase, observed.status, observed.cost_usd, observed.reason) == (
                     record.phase, record.status, record.cost_usd, record.reason):

@@ -116,6 +116,8 @@ class Action:
     record: bool = False
     # A delete of a record only: the backend holds nothing of it (a refused create).
     forget: bool = False
+    # A create of a run the backend lost: a new run, not the commit's first.
+    heal: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -287,7 +289,14 @@ def _plan_unchanged(d: Desired, r: Recorded, live: Live | None,
         return quiet
     wanted = d.manifest.get("spec", {}).get("state", "Running")
     if not live.exists:
-        return Action(ActionType.NOOP, reason="drift: missing from the backend", **base)
+        # Git asks for a run the backend no longer has (removed outside the reconciler):
+        # never a green noop. selfHeal creates it again; otherwise the check says so.
+        if options.self_heal:
+            return Action(ActionType.CREATE, reason="self-heal: missing from the backend",
+                          heal=True, **{k: v for k, v in base.items() if k != "record"})
+        return Action(ActionType.BLOCKED, reason="drift: missing from the backend (removed "
+                      "outside the reconciler); set selfHeal: true on the binding to create "
+                      "it again", **{k: v for k, v in base.items() if k != "record"})
     drift = _drift(wanted, live)
     if not drift:
         return quiet

@@ -200,6 +200,8 @@ class BindingSync:
         changed = self.applier.refresh(self.binding.id, keys)
         if changed:
             self.inventory.reload(changed)
+            if any((r := self.store.get_resource(k)) is not None and r.deleted for k in changed):
+                self.retry_commit = True  # judge the tip again: it is no longer what runs
         for commit, keys in list(self.open_runs.items()):
             records = [r for k in sorted(keys) if (r := self.store.get_resource(k))]
             if all(is_terminal(r.phase) for r in records):

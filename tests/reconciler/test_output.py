@@ -30,16 +30,14 @@ def test_money(value: str | None, shown: str) -> None:
     assert money(value) == shown
 
 
-NOW = datetime.now(UTC)
-
-
 def record(kind: str, name: str, status: dict, cost: str = "0", spec: dict | None = None,
            phase: str = "Running") -> InventoryRecord:
     manifest = {"apiVersion": "nodus.dev/v1", "kind": kind, "metadata": {"name": name},
                 "spec": spec or {}}
     return InventoryRecord(ResourceKey(kind, "p", name), "b", manifest, "h", phase=phase,
                            status=status, cost_usd=cost, source_file=f"{name}.yaml",
-                           source_commit="a" * 40, created_at=NOW - timedelta(minutes=3))
+                           source_commit="a" * 40,
+                           created_at=datetime.now(UTC) - timedelta(minutes=3))
 
 
 def cells(table: str) -> list[list[str]]:

@@ -207,7 +207,9 @@ def test_every_kind_of_plan_hashes_and_compares() -> None:
              [recorded(job("a", maxCostUSD="1.00"))]),  # patch
         plan([desired(job("b"))], [recorded(old)], options=PlanOptions(allow_empty=True)),
         plan([], [recorded(old)]),  # prune refused: the binding would be empty
-        plan([desired(job("a"))], [recorded(job("a"))], {key("a"): Live(False)}),  # drift
+        plan([desired(job("a"))], [recorded(job("a"))], {key("a"): Live(False)}),  # missing
+        plan([desired(job("a", maxCostUSD="2.00"))],
+             [recorded(job("a", maxCostUSD="1.00"), phase="Succeeded")]),  # noop: finished
     ]
     kinds = {a.action for p in cases for a in p.actions}
     assert kinds == set(ActionType)

@@ -177,3 +177,32 @@ def test_replace_keeps_the_job_in_the_inventory(manifest_repo: ManifestRepo,
     assert rig.provider.manifests[A]["metadata"]["annotations"][ANNOTATION_SPEC_HASH] == wanted
     assert [op for op, k in rig.provider.calls if k == A and op != "get"] == [
         "create", "delete", "create"]
+
+
+# A run removed from the backend outside the reconciler was shown Running, with a green
+# check, forever.
+def test_a_run_gone_from_the_backend_turns_the_check_red(manifest_repo: ManifestRepo,
+                                                         tmp_path: Path) -> None:
+    rig = applied_first(manifest_repo, tmp_path, {"a.yaml": job("a")})
+    rig.provider.resources.pop(A)  # deleted by hand on the backend
+    rig.sync.refresh()
+    record = rig.store.get_resource(A)
+    assert record.deleted and record.reason == "Missing"
+    rig.reconcile()  # the same tip, judged again
+    row = rig.last_sync()
+    assert row.result == "blocked" and "missing from the backend" in str(row.plan)
+    assert rig.sync_checks(row.commit)[-1].state.value == "failure"
+    assert A not in rig.provider.resources  # nothing re-run without selfHeal
+
+
+def test_self_heal_creates_a_run_gone_from_the_backend(manifest_repo: ManifestRepo,
+                                                      tmp_path: Path) -> None:
+    rig = SyncRig(manifest_repo.push_url, tmp_path, self_heal=True)
+    push(manifest_repo, {"a.yaml": job("a")}, "first")
+    rig.reconcile()
+    rig.provider.resources.pop(A)
+    rig.sync.refresh()
+    rig.reconcile()
+    row = rig.last_sync()
+    assert row.result == "applied", row.message
+    assert A in rig.provider.resources and not rig.store.get_resource(A).deleted
