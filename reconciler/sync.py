@@ -294,6 +294,10 @@ class BindingSync:
         judge = force or self.retry_commit or head not in (last_applied, self.judged_invalid)
         if self.had_history is None:  # asked before this process records a sync
             self.had_history = self.store.has_history(self.binding.id)
+            # What a stopped process was doing never finished: it reads as an error (its
+            # commit was not marked applied, so it is judged again now).
+            self.store.abandon_pending_syncs(self.binding.id, "the reconciler stopped "
+                                             "before this sync finished")
         if not judge:
             try:
                 self._recover()
@@ -371,7 +375,8 @@ class BindingSync:
         if report.problems:
             self.judged_invalid, self.retry_commit = head, False
             report.result = SyncResult.INVALID
-            report.message = f"{len(report.problems)} problems; nothing applied"
+            count = len(report.problems)
+            report.message = f"{count} problem{'s' if count != 1 else ''}; nothing applied"
             return
         self.judged_invalid = None
         # 5. Plan against the recorded inventory, then apply.

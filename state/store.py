@@ -157,6 +157,16 @@ class Store(InventoryStore, JournalStore, LeaseStore):
             stmt = update(_S).where(_S.c.id == sync_id).values(**values)
             self._changed(conn, stmt, f"no sync {sync_id}")
 
+    def abandon_pending_syncs(self, binding_id: str, message: str) -> int:
+        """Finish as errors the syncs of the binding a stopped process left pending (it
+        died before recording their result); returns how many."""
+        with self._write() as conn:
+            stmt = (update(_S).where(_S.c.binding_id == binding_id,
+                                     _S.c.result == SyncResult.PENDING.value)
+                    .values(result=SyncResult.ERROR.value, message=message,
+                            finished_at=self._now()))
+            return conn.execute(stmt).rowcount or 0
+
     def get_sync(self, id: int) -> SyncRecord | None:
         with self._read() as conn:
             row = conn.execute(select(_S).where(_S.c.id == id)).first()

@@ -206,3 +206,20 @@ def test_self_heal_creates_a_run_gone_from_the_backend(manifest_repo: ManifestRe
     row = rig.last_sync()
     assert row.result == "applied", row.message
     assert A in rig.provider.resources and not rig.store.get_resource(A).deleted
+
+
+# A process killed in the middle of a sync left it pending in the history forever.
+def test_a_sync_left_pending_by_a_stopped_process_reads_as_an_error(
+        manifest_repo: ManifestRepo, tmp_path: Path) -> None:
+    from reconciler.sync import BindingSync
+
+    rig = applied_first(manifest_repo, tmp_path, {"a.yaml": job("a")})
+    sha = push(manifest_repo, {"b.yaml": job("b")})
+    stuck = rig.store.start_sync(BINDING, sha)  # then the process died
+    again = BindingSync(rig.binding, rig.store, rig.provider, instance="test",
+                        mirror_dir=tmp_path / "mirrors")
+    again.reconcile_once()
+    left = rig.store.get_sync(stuck)
+    assert (left.result, left.message) == ("error", "the reconciler stopped before this "
+                                           "sync finished") and left.finished_at
+    assert rig.store.last_sync(BINDING).result == "applied"  # and its commit judged anew
