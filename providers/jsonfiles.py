@@ -2,21 +2,36 @@
 resource has a directory `<root>/<project>/<name>/` holding its records.
 
 Every record is replaced atomically (a temporary file beside it, then `os.replace`), so
-a reader sees the old record or the new one, never half of one.
+a reader sees the old record or the new one, never half of one; a read-modify-write of
+records holds `exclusive_lock` on a lock file beside them.
 """
 
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from reconciler.identity import owned_by
 
 _SEQUENCE = itertools.count()
+
+
+@contextmanager
+def exclusive_lock(path: Path, *, mode: int = 0o644) -> Iterator[None]:
+    """Hold an exclusive flock on the lock file `path` (made with `mode` when missing);
+    other processes wait. The lock goes with the descriptor, even if the holder dies."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, mode)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
 
 
 def write_json(path: Path, data: Any, *, mode: int = 0o644) -> None:

@@ -25,7 +25,6 @@ RLIMIT_FSIZE at the cap.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import stat
 import time
@@ -34,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from providers.jsonfiles import read_json, write_json
+from providers.jsonfiles import exclusive_lock, read_json, write_json
 from providers.local import jobstate
 
 MIN_INTERVAL = 2.0
@@ -116,12 +115,8 @@ def reserving(root: Path) -> Iterator[None]:
     """Held while a Job checks for room and registers: one at a time."""
     folder = _registry(root)
     folder.mkdir(mode=0o700, exist_ok=True)
-    fd = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with exclusive_lock(folder / ".lock", mode=0o600):
         yield
-    finally:
-        os.close(fd)
 
 
 def reserve(root: Path, uid: str, run_path: Path, cap: int, image: Path | None,

@@ -11,7 +11,6 @@ idempotency key again still returns the first Job.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import signal
@@ -20,13 +19,13 @@ import time
 import uuid
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 from providers.base import Observed, Workload
-from providers.jsonfiles import owned_records, read_json, write_json
+from providers.jsonfiles import exclusive_lock, owned_records, read_json, write_json
 from providers.local import diskuse, jobstate, launcher, limits, procs, recovery, runfs, settings
 from providers.local.config import LocalConfig
 from providers.local.cost import estimate, run_rate
@@ -111,14 +110,8 @@ class LocalProvider:
     def _tombstone(self, key: ResourceKey) -> Path:
         return self.root / key.project / ".tombstones" / f"{key.name}.json"
 
-    @contextmanager
-    def _locked(self, run: RunDir) -> Iterator[None]:
-        fd = os.open(run.provider_lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+    def _locked(self, run: RunDir) -> AbstractContextManager[None]:
+        return exclusive_lock(run.provider_lock)
 
     def _reap(self) -> None:
         """Collect the exit status of every supervisor of ours that ended (and of retired

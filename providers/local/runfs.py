@@ -43,11 +43,11 @@ import struct
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from providers.jsonfiles import read_json, write_json
+from providers.jsonfiles import exclusive_lock, read_json, write_json
 
 DISK_DIR = "disk"  # in a run directory: the image, its record, files/ (the mount point)
 FILES = "files"
@@ -585,14 +585,8 @@ def growth(image: Path) -> int:
     return max(0, st.st_size - st.st_blocks * 512)
 
 
-@contextmanager
-def _locked(run_path: Path) -> Iterator[None]:
-    fd = os.open(run_path / "nodus-fs.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
+def _locked(run_path: Path) -> AbstractContextManager[None]:
+    return exclusive_lock(run_path / "nodus-fs.lock", mode=0o600)
 
 
 def _finished(run_path: Path) -> bool:

@@ -15,7 +15,6 @@ reconciler runs as root.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import pwd
 import re
@@ -80,12 +79,8 @@ class JobDir:
     @contextmanager
     def locked(self) -> Iterator[None]:
         self.path.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path / "job.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with jsonfiles.exclusive_lock(self.path / "job.lock"):
             yield
-        finally:
-            os.close(fd)
 
     def prepare(self, wrapper: str, user: str) -> None:
         """Create the directories the provider owns and the wrapper; when the reconciler

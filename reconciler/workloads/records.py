@@ -7,7 +7,6 @@ view of it never depends on its Job still being there (its own TTL, a lost backe
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import tempfile
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from providers.base import Observed
+from providers.jsonfiles import exclusive_lock
 from reconciler.identity import ResourceKey
 
 # What a finished child's result keeps of its Job's status: what the composite's status
@@ -108,12 +108,8 @@ class RecordStore:
     def locked(self, key: ResourceKey) -> Iterator[None]:
         lock = self._path(key).with_suffix(".lock")
         lock.parent.mkdir(parents=True, exist_ok=True)
-        with open(lock, "a") as f:
-            fcntl.flock(f, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
+        with exclusive_lock(lock):
+            yield
 
     def keys(self, project: str, kind: str) -> list[ResourceKey]:
         folder = self.root / project / kind
