@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from providers.base import Observed, Provider, Workload
 from reconciler import failpoints
@@ -32,7 +32,7 @@ from reconciler.identity import (
     ResourceKey,
 )
 from reconciler.phases import FIXES, Phase, Reason, is_terminal
-from reconciler.plan import Action, Change, Plan
+from reconciler.plan import Action, Plan, merge_patch
 from reconciler.results import ActionType, JournalOp
 from state.records import IntentRecord, InventoryRecord
 from state.store import Store
@@ -63,6 +63,13 @@ class RetryPolicy:
             return min(hint, self.max_delay)
         ceiling = min(self.base_delay * 2**attempt, self.max_delay)
         return ceiling / 2 + rng.random() * ceiling / 2
+
+
+class Refreshed(NamedTuple):
+    """What a status refresh changed in the inventory."""
+
+    changed: list[ResourceKey]
+    missing: list[ResourceKey]  # unfinished, and gone from the backend
 
 
 @dataclass(frozen=True)
@@ -117,18 +124,6 @@ def workload_for(manifest: dict[str, Any], key: ResourceKey, spec_hash: str, fil
         ANNOTATION_SPEC_HASH: spec_hash,
     }
     return Workload(key, {**manifest, "metadata": metadata}, spec_hash)
-
-
-def merge_patch(changes: tuple[Change, ...] | list[Change], manifest: dict[str, Any]) -> dict:
-    """A JSON merge patch (RFC 7386) carrying the changed top-level fields of `spec` and
-    `metadata`: whole values, so a removed field becomes null."""
-    patch: dict[str, Any] = {}
-    for change in changes:
-        section, _, rest = change.path.partition(".")
-        field_name = rest.split(".", 1)[0]
-        value = manifest.get(section, {}).get(field_name)
-        patch.setdefault(section, {})[field_name] = value
-    return patch
 
 
 def _key_of(step: _Step, ctx: ApplyContext) -> str:
@@ -298,12 +293,12 @@ class Applier:
         if step.error is not None:
             results.intents.append((step.intent_id, False, {"error": str(step.error)}))
             results.events.append((key, "Warning", "ApplyFailed", f"{step.op}: {step.error}"))
-            existing = self.store.get_resource(key) if step.op == JournalOp.CREATE else None
-            if step.op == JournalOp.CREATE and (existing is None
-                                                or existing.binding_id == ctx.binding_id):
+            if step.op == JournalOp.CREATE:
                 # Shown with what happened until a later commit's create succeeds (never
                 # over another binding's record of the same name: that one is its own).
-                results.upserts.append(self._refused_record(step, ctx))
+                existing = self.store.get_resource(key)
+                if existing is None or existing.binding_id == ctx.binding_id:
+                    results.upserts.append(self._refused_record(step, ctx))
             return
         if step.op == "delete":
             results.removed.append(key)
@@ -392,10 +387,12 @@ class Applier:
         return pending
 
     def refresh(self, binding_id: str,
-                keys: Iterable[ResourceKey] | None = None) -> list[ResourceKey]:
+                keys: Iterable[ResourceKey] | None = None) -> Refreshed:
         """Read the live status of the binding's unfinished resources (or only `keys`)
-        into the inventory; returns the keys whose status changed."""
-        changed = []
+        into the inventory; returns the keys whose status changed, and of those the ones
+        the backend no longer has."""
+        changed: list[ResourceKey] = []
+        missing: list[ResourceKey] = []
         records = self.store.list_unfinished(binding_id) if keys is None else [
             r for k in keys if (r := self.store.get_resource(k)) is not None]
         for record in records:
@@ -413,6 +410,7 @@ class Applier:
                 self.store.add_event(record.key, "Warning", "Missing", "the backend no longer "
                                      "has this unfinished resource")
                 changed.append(record.key)
+                missing.append(record.key)
                 continue
             if (observed.phase, observed.status, observed.cost_usd, observed.reason) == (
                     record.phase, record.status, record.cost_usd, record.reason):
@@ -427,4 +425,4 @@ class Applier:
                     observed.reason or observed.phase, f"{record.phase} -> {observed.phase}"
                     + (f": {observed.message}" if observed.message else ""))
             changed.append(record.key)
-        return changed
+        return Refreshed(changed, missing)

@@ -22,7 +22,7 @@ from reconciler.quantities import parse_usd
 from reconciler.results import ActionType
 
 __all__ = ["ActionType", "Action", "Change", "Desired", "Live", "Plan", "PlanOptions",
-           "Recorded", "diff", "plan", "spec_hash"]
+           "Recorded", "diff", "merge_patch", "plan", "spec_hash"]
 
 # Fields the platform changes on a live resource (seeds); everything else is immutable.
 PATCHABLE_SPEC_FIELDS = frozenset(
@@ -242,7 +242,7 @@ def _plan_ignored(d: Desired, r: Recorded, phase: str | None, changes: list[Chan
     platform changes in place (spec.state, the cap, labels, ...) still patch."""
     ignored = f"change to {fields} ignored (nodus.dev/on-change: Ignore)"
     patchable = [c for c in changes if _patchable(c)]
-    running = _with_fields(r.manifest, d.manifest, patchable)
+    running = _patched(r.manifest, merge_patch(patchable, d.manifest))
     lowered = _lowered_cap(patchable)
     if lowered is not None:
         return Action(ActionType.BLOCKED, d.key, d.file, tuple(changes), spec_hash=d.spec_hash,
@@ -257,19 +257,28 @@ def _plan_ignored(d: Desired, r: Recorded, phase: str | None, changes: list[Chan
                   record=bool(patchable) or r.file != d.file)
 
 
-def _with_fields(base: dict[str, Any], source: dict[str, Any],
-                 changes: list[Change]) -> dict[str, Any]:
-    """`base` with the top-level spec and metadata fields that `changes` touch taken from
-    `source` (whole values, as a merge patch carries them)."""
+def merge_patch(changes: tuple[Change, ...] | list[Change], manifest: dict[str, Any]) -> dict:
+    """A JSON merge patch (RFC 7386) carrying the changed top-level fields of `spec` and
+    `metadata`: whole values, so a removed field becomes null."""
+    patch: dict[str, Any] = {}
+    for change in changes:
+        section, _, rest = change.path.partition(".")
+        field_name = rest.split(".", 1)[0]
+        value = manifest.get(section, {}).get(field_name)
+        patch.setdefault(section, {})[field_name] = value
+    return patch
+
+
+def _patched(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """`base` after the backend applies the merge patch `patch` (null removes)."""
     out = {**base}
-    for c in changes:
-        section, _, rest = c.path.partition(".")
-        name = rest.split(".", 1)[0]
+    for section, fields in patch.items():
         part = dict(out.get(section) or {})
-        if name in (source.get(section) or {}):
-            part[name] = source[section][name]
-        else:
-            part.pop(name, None)
+        for name, value in fields.items():
+            if value is None:
+                part.pop(name, None)
+            else:
+                part[name] = value
         out[section] = part
     return out
 

@@ -197,11 +197,11 @@ class BindingSync:
     def refresh(self, keys: Iterable[ResourceKey] | None = None) -> int:
         """Read live status of unfinished resources (or only `keys`) into the store and
         this view, and close the run checks of commits whose resources all finished."""
-        changed = self.applier.refresh(self.binding.id, keys)
+        changed, missing = self.applier.refresh(self.binding.id, keys)
         if changed:
             self.inventory.reload(changed)
-            if any((r := self.store.get_resource(k)) is not None and r.deleted for k in changed):
-                self.retry_commit = True  # judge the tip again: it is no longer what runs
+        if missing:
+            self.retry_commit = True  # judge the tip again: it is no longer what runs
         for commit, keys in list(self.open_runs.items()):
             records = [r for k in sorted(keys) if (r := self.store.get_resource(k))]
             if all(is_terminal(r.phase) for r in records):
@@ -391,7 +391,7 @@ class BindingSync:
                                   if a.action != ActionType.NOOP or a.record)
         self.retry_commit = any(o.transient for o in report.changes.failed)
         report.result = _result(report.plan, report.changes)
-        report.message = _summary_text(report.changes.summary())
+        report.message = compose.counts_text(report.changes.summary())
         launched = {o.action.key for o in report.changes.outcomes if o.ok and o.action.action
                     in RUNS}
         if self.binding.check_workloads and launched:
@@ -444,7 +444,3 @@ def _one_line(exc: BaseException) -> str:
     """An exception as one line a person can read: its type and the first line of it."""
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
-def _summary_text(summary: dict[str, int]) -> str:
-    return ", ".join(f"{n} {k}" for k, n in summary.items() if n) or "nothing to do"

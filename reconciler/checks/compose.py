@@ -39,7 +39,8 @@ def _action_lines(plan: Plan) -> list[str]:
     return lines
 
 
-def _counts(summary: dict[str, int]) -> str:
+def counts_text(summary: dict[str, int]) -> str:
+    """`1 created, 2 unchanged`: the counts a sync message and a check title show."""
     return ", ".join(f"{n} {k}" for k, n in summary.items() if n) or "nothing to do"
 
 
@@ -63,15 +64,13 @@ def sync_check(binding_id: str, repo: str, commit: str, instance: str, result: s
                         _annotations(problems))
     if result == SyncResult.ERROR or not summary:
         # Nothing was applied, or not as planned: never green, whatever the plan said.
-        title = message.split(": ", 1)[0] if message.startswith("the reconciler failed") \
-            else "sync failed"
-        return CheckRun(binding_id, repo, commit, context, CheckState.ERROR, title,
+        return CheckRun(binding_id, repo, commit, context, CheckState.ERROR, "sync failed",
                         message or f"the sync ended as {result.value} before applying")
-    lines = [f"Summary: {_counts(summary)}", ""]
+    lines = [f"Summary: {counts_text(summary)}", ""]
     if plan is not None:
         lines += _action_lines(plan)
     ok = result.applied
-    title = _counts(summary) if ok else f"{result.value}: {_counts(summary)}"
+    title = counts_text(summary) if ok else f"{result.value}: {counts_text(summary)}"
     return CheckRun(binding_id, repo, commit, context,
                     CheckState.SUCCESS if ok else CheckState.FAILURE, title, "\n".join(lines))
 
@@ -89,7 +88,7 @@ def plan_check(review: PlanReview) -> CheckRun:
                         _annotations(review.problems))
     blocked = review.plan.blocked
     state = CheckState.FAILURE if blocked else CheckState.SUCCESS
-    title = f"{len(blocked)} blocked" if blocked else _counts(review.plan.summary())
+    title = f"{len(blocked)} blocked" if blocked else counts_text(review.plan.summary())
     return CheckRun(*where, state, title, summary)
 
 
