@@ -12,8 +12,9 @@ from sqlalchemy import Row, Table, bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
 from reconciler.identity import ResourceKey
+from reconciler.results import JournalOp
 from state.base import StoreBase, split_key
-from state.models import Intent, IntentAction, IntentState
+from state.models import Intent, IntentState
 from state.records import IntentRecord
 
 _I: Table = Intent.__table__  # type: ignore[attr-defined]
@@ -42,7 +43,7 @@ class JournalStore(StoreBase):
             .values(
                 binding_id=binding_id,
                 sync_id=sync_id,
-                action=IntentAction(action).value,
+                action=JournalOp(action).value,
                 kind=key.kind,
                 project=key.project,
                 name=key.name,
@@ -72,7 +73,7 @@ class JournalStore(StoreBase):
             return {}
         now = self._now()
         rows = [dict(binding_id=i["binding_id"], sync_id=i["sync_id"],
-                     action=IntentAction(i["action"]).value, kind=i["key"].kind,
+                     action=JournalOp(i["action"]).value, kind=i["key"].kind,
                      project=i["key"].project, name=i["key"].name, spec_hash=i["spec_hash"],
                      idempotency_key=i["idempotency_key"], payload=i["payload"],
                      state=IntentState.PENDING.value, outcome={}, created_at=now)

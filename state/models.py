@@ -16,7 +16,7 @@ from sqlalchemy import JSON, CheckConstraint, DateTime, Dialect, Index, UniqueCo
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
 
-from reconciler.results import JournalOp, SyncResult
+from reconciler.results import SyncResult
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -39,10 +39,6 @@ class UTCDateTime(TypeDecorator[datetime]):
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
         return value.astimezone(UTC)
-
-
-# An intent's action is the journal operation every layer uses (reconciler/results.py).
-IntentAction = JournalOp
 
 
 class IntentState(StrEnum):
