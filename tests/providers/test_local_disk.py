@@ -6,7 +6,6 @@ itself, held by a filesystem of the Job's own: test_local_runfs.py.)"""
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from reconciler.service import Service
 from state.store import Store
 from tests.fixtures_git import ManifestRepo
 from tests.providers.conftest import HAS_BWRAP, Local, local_config
+from tests.support.local_runs import small_tmpfs
 from tests.support.waiting import wait_for
 
 FLOOD_JOB = """apiVersion: nodus.dev/v1
@@ -52,16 +52,8 @@ spec:
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 24 MiB tmpfs: the state directory's whole disk."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "disk", "24m") as disk:
         yield disk
-    finally:
-        subprocess.run(["umount", "-l", str(disk)], check=False)
 
 
 @pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap is not installed")

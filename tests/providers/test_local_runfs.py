@@ -31,6 +31,7 @@ from reconciler.phases import FIXES
 from state.store import Store
 from tests.providers.conftest import HAS_BWRAP, PROJECT, Local, local_config
 from tests.providers.test_local_lifecycle import checkpointed, started
+from tests.support.local_runs import small_tmpfs
 
 CAN_LOOP = os.geteuid() == 0 and os.path.exists("/dev/loop-control") and bool(
     runfs.find_mkfs())
@@ -101,17 +102,8 @@ def nothing_left(root: Path, timeout: float = 10.0) -> tuple[list[str], list[str
 @pytest.fixture
 def small_disk(tmp_path: Path) -> Iterator[Path]:
     """A 64 MiB tmpfs: the state directory's whole disk."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(disk)],
-                             capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with small_tmpfs(tmp_path / "disk", "64m") as disk:
         yield disk
-    finally:
-        for point in sorted(our_mounts(disk), key=len, reverse=True):
-            subprocess.run(["umount", "-l", point], check=False)
 
 
 class StateDir:

@@ -27,20 +27,27 @@ def store(state_url: str):
     s.close()
 
 
-def test_a_refused_create_shows_until_it_applies(manifest_repo: ManifestRepo, store,
-                                                 tmp_path: Path) -> None:
-    refusing = {"on": True}
-
+def refusing_world(repo: ManifestRepo, store: Store, tmp: Path, message: str,
+                   refusing: dict[str, bool] | None = None) -> World:
+    """ok.yaml and denied.yaml pushed and synced, the backend refusing to create `denied`
+    with `message` (while `refusing["on"]`, when given)."""
     def handler(op, key, arg):
-        if op == "create" and key == DENIED and refusing["on"]:
-            raise PermanentError("Job denied already exists (created with another "
-                                 "idempotency key)")
+        if op == "create" and key == DENIED and (refusing is None or refusing["on"]):
+            raise PermanentError(message)
         return None
 
-    world = World(manifest_repo, store, tmp_path)
+    world = World(repo, store, tmp)
     world.provider = FakeProvider(handler)
     world.service.syncs["team-a"].applier.provider = world.provider
     world.push({"ok.yaml": job("ok"), "denied.yaml": job("denied")})
+    return world
+
+
+def test_a_refused_create_shows_until_it_applies(manifest_repo: ManifestRepo, store,
+                                                 tmp_path: Path) -> None:
+    refusing = {"on": True}
+    world = refusing_world(manifest_repo, store, tmp_path, "Job denied already exists "
+                           "(created with another idempotency key)", refusing)
     report = world.sync()
     assert report.result == "partial" and "1 failed" in report.message
 
@@ -79,15 +86,7 @@ def test_a_refused_create_shows_until_it_applies(manifest_repo: ManifestRepo, st
 
 def test_a_refused_create_removed_from_git_goes_without_a_trace(manifest_repo, store,
                                                                 tmp_path: Path) -> None:
-    def handler(op, key, arg):
-        if op == "create" and key == DENIED:
-            raise PermanentError("403 forbidden: project quota")
-        return None
-
-    world = World(manifest_repo, store, tmp_path)
-    world.provider = FakeProvider(handler)
-    world.service.syncs["team-a"].applier.provider = world.provider
-    world.push({"ok.yaml": job("ok"), "denied.yaml": job("denied")})
+    world = refusing_world(manifest_repo, store, tmp_path, "403 forbidden: project quota")
     world.sync()
     world.push({"denied.yaml": None}, "drop it")
     report = world.sync()
@@ -100,16 +99,8 @@ def test_a_refused_name_held_by_another_owner_is_never_deleted(manifest_repo, st
                                                                tmp_path: Path) -> None:
     """The backend refused the create because someone else holds that name: removing the
     manifest forgets the record and never touches what the other owner runs."""
-    def handler(op, key, arg):
-        if op == "create" and key == DENIED:
-            raise PermanentError("Job denied already exists (created with another "
-                                 "idempotency key)")
-        return None
-
-    world = World(manifest_repo, store, tmp_path)
-    world.provider = FakeProvider(handler)
-    world.service.syncs["team-a"].applier.provider = world.provider
-    world.push({"ok.yaml": job("ok"), "denied.yaml": job("denied")})
+    world = refusing_world(manifest_repo, store, tmp_path, "Job denied already exists "
+                           "(created with another idempotency key)")
     assert world.sync().result == "partial"
     world.provider.resources[DENIED] = Observed(DENIED, "theirs-1", "Running")  # the other's
     world.push({"denied.yaml": None}, "drop it")

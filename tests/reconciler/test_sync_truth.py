@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from providers.base import FakeProvider, Observed
+from reconciler import metrics
 from reconciler.identity import ANNOTATION_SPEC_HASH, ResourceKey
 from reconciler.plan import spec_hash
 from tests.fixtures_git import ManifestRepo
@@ -101,8 +102,10 @@ def test_a_crash_is_recorded_as_an_error_with_its_message(manifest_repo: Manifes
 
     rig = SyncRig(manifest_repo.push_url, tmp_path, FakeProvider(handler))
     sha = push(manifest_repo, {"a.yaml": job("a")})
+    errors = metrics.REGISTRY.syncs.value(binding=BINDING, result="error")
     rig.reconcile()
     row = rig.last_sync()
+    assert metrics.REGISTRY.syncs.value(binding=BINDING, result="error") == errors + 1
     binding = rig.store.get_binding(BINDING)
     check = rig.sync_checks(sha)[-1]
     assert (row.commit, row.result) == (sha, "error"), (row.result, row.message)
