@@ -24,14 +24,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
-from providers.base import FakeProvider
-from reconciler.config import Binding, Settings
-from reconciler.service import Service
-from reconciler.web.server import start_server
-from state import engine as engines
-from state.models import InventoryItem
-from state.store import Store
+from nodus_gitops.config import Binding, Settings
+from nodus_gitops.providers.base import FakeProvider
+from nodus_gitops.service import Service
+from nodus_gitops.state import engine as engines
+from nodus_gitops.state.models import InventoryItem
+from nodus_gitops.state.store import Store
+from nodus_gitops.web.server import start_server
 
 TARGET_MS = 200.0
 PHASES = ["Queued", "Running", "Succeeded", "Succeeded", "Succeeded", "Failed", "Suspended",

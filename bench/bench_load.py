@@ -23,12 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_reconcile import Repo  # noqa: E402
-
-from providers.base import FakeProvider  # noqa: E402
-from reconciler.config import Binding, Settings  # noqa: E402
-from reconciler.leases import LeaseKeeper  # noqa: E402
-from reconciler.service import Service  # noqa: E402
-from state.store import Store  # noqa: E402
+from nodus_gitops.config import Binding, Settings  # noqa: E402
+from nodus_gitops.leases import LeaseKeeper  # noqa: E402
+from nodus_gitops.providers.base import FakeProvider  # noqa: E402
+from nodus_gitops.service import Service  # noqa: E402
+from nodus_gitops.state.store import Store  # noqa: E402
 
 
 def bindings(remote: str, halves: int) -> tuple[Binding, ...]:

@@ -30,14 +30,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from providers.base import Workload  # noqa: E402
-from providers.jsonfiles import read_json  # noqa: E402
-from providers.local import LocalConfig, LocalProvider  # noqa: E402
-from providers.local.rundir import RunDir  # noqa: E402
-from providers.local.runuser import resolve as run_user  # noqa: E402
-from providers.local.settings import find_helper, probe  # noqa: E402
-from reconciler.identity import ResourceKey  # noqa: E402
-from reconciler.phases import is_terminal  # noqa: E402
+from nodus_gitops.floor.identity import ResourceKey  # noqa: E402
+from nodus_gitops.floor.phases import is_terminal  # noqa: E402
+from nodus_gitops.providers.base import Workload  # noqa: E402
+from nodus_gitops.providers.jsonfiles import read_json  # noqa: E402
+from nodus_gitops.providers.local import LocalConfig, LocalProvider  # noqa: E402
+from nodus_gitops.providers.local.rundir import RunDir  # noqa: E402
+from nodus_gitops.providers.local.runuser import resolve as run_user  # noqa: E402
+from nodus_gitops.providers.local.settings import find_helper, probe  # noqa: E402
 
 TRIVIAL = [sys.executable, "-c", "pass"]
 

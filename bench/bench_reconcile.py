@@ -28,10 +28,11 @@ import pygit2
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from providers.base import FakeProvider  # noqa: E402
-from reconciler.config import Binding, Settings  # noqa: E402
-from reconciler.service import Service  # noqa: E402
-from state.store import Store  # noqa: E402
+from nodus_gitops.config import Binding, Settings  # noqa: E402
+from nodus_gitops.providers.base import FakeProvider  # noqa: E402
+from nodus_gitops.service import Service  # noqa: E402
+from nodus_gitops.state.store import Store  # noqa: E402
+
 from tests.fixtures_git import serve_git_http  # noqa: E402
 
 JOB = """\

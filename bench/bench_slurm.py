@@ -1,4 +1,4 @@
-"""Benchmark of the slurm backend on the test cluster (tests/slurm/start.sh, started or
+"""Benchmark of the slurm backend on the test cluster (tests/providers/slurm/start.sh, started or
 reused here); prints one JSON object.
 
 - submit_to_running_ms: from `create()` to the command running (it writes the time it
@@ -30,11 +30,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from providers.base import Workload  # noqa: E402
-from providers.slurm import SlurmProvider, from_settings  # noqa: E402
-from reconciler.identity import ResourceKey  # noqa: E402
-from reconciler.phases import Phase, is_terminal  # noqa: E402
-from reconciler.workloads import CompositeProvider  # noqa: E402
+from nodus_gitops.floor.identity import ResourceKey  # noqa: E402
+from nodus_gitops.floor.phases import Phase, is_terminal  # noqa: E402
+from nodus_gitops.providers.base import Workload  # noqa: E402
+from nodus_gitops.providers.slurm import SlurmProvider, from_settings  # noqa: E402
+from nodus_gitops.workloads import CompositeProvider  # noqa: E402
 
 
 def start_cluster() -> dict[str, str]:

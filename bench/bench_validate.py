@@ -17,9 +17,8 @@ import time
 from pathlib import Path
 
 import yaml
-
-from reconciler.manifests import bulk_loading, iter_manifest_files
-from reconciler.validation import validate_files
+from nodus_gitops.manifests import bulk_loading, iter_manifest_files
+from nodus_gitops.validation import validate_files
 
 JOB = """\
 apiVersion: nodus.dev/v1

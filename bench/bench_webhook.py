@@ -25,7 +25,8 @@ import httpx
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from reconciler.web.hooks import sign  # noqa: E402
+from nodus_gitops.web.hooks import sign  # noqa: E402
+
 from tests.fixtures_git import ManifestRepo, serve_git_http  # noqa: E402
 
 JOB = ("apiVersion: nodus.dev/v1\nkind: Job\nmetadata:\n  name: {name}\nspec:\n"
@@ -58,7 +59,7 @@ def main() -> None:
                        "interval": f"{INTERVAL}s"}],
             "checks": {"gitnotes": False, "webhooks": {"generic": SECRET}},
         }))
-        server = subprocess.Popen([sys.executable, "-P", "-m", "reconciler.cli", "serve",
+        server = subprocess.Popen([sys.executable, "-P", "-m", "nodus_gitops.cli", "serve",
                                    "--config", str(config)], cwd=root,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   env={**os.environ, "PYTHONPATH": str(ROOT)})

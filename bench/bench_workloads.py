@@ -15,17 +15,16 @@ import time
 from pathlib import Path
 
 import pygit2
-
-from providers.base import Workload
-from providers.registry import build_provider
-from reconciler.config import Binding, Settings
-from reconciler.identity import ResourceKey
-from reconciler.phases import is_terminal
-from reconciler.plan import spec_hash
-from reconciler.service import Service
-from reconciler.workloads.base import Record
-from reconciler.workloads.sweep import SweepController
-from state.store import Store
+from nodus_gitops.config import Binding, Settings
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.phases import is_terminal
+from nodus_gitops.plan import spec_hash
+from nodus_gitops.providers.base import Workload
+from nodus_gitops.providers.registry import build_provider
+from nodus_gitops.service import Service
+from nodus_gitops.state.store import Store
+from nodus_gitops.workloads.base import Record
+from nodus_gitops.workloads.sweep import SweepController
 
 POLL = 0.2
 SIG = pygit2.Signature("bench", "bench@example.com")

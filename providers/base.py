@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
-from reconciler.errors import NotFoundError
-from reconciler.identity import ResourceKey, owned_by
+from nodus_gitops.floor.errors import NotFoundError
+from nodus_gitops.floor.identity import ResourceKey, owned_by
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from reconciler.identity import owned_by
+from nodus_gitops.floor.identity import owned_by
 
 _SEQUENCE = itertools.count()
 

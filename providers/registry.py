@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from providers.base import Provider
-from reconciler.errors import ConfigError
+from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.providers.base import Provider
 
 KNOWN_TYPES = ("local", "slurm", "nodus")
 
@@ -29,7 +29,7 @@ _RATE_KEYS = {"cpuCoreHour": "cpu_core_hour", "memoryGiBHour": "memory_gib_hour"
 
 def local_config(name: str, settings: dict[str, Any]):
     """LocalConfig from camelCase settings, unknown keys refused with the setting named."""
-    from providers.local import GpuSlot, LocalConfig, RateCard
+    from nodus_gitops.providers.local import GpuSlot, LocalConfig, RateCard
 
     values: dict[str, Any] = {}
     for key, value in settings.items():
@@ -65,21 +65,21 @@ def local_config(name: str, settings: dict[str, Any]):
 def build_provider(name: str, settings: dict[str, Any], state_dir: Path) -> Provider:
     kind = settings.get("type", name)
     if kind == "local":
-        from providers.local import LocalProvider
+        from nodus_gitops.providers.local import LocalProvider
 
         root = Path(settings.get("root") or state_dir / "local")
         inner: Provider = LocalProvider(root, local_config(name, settings))
     elif kind == "slurm":
-        from providers.slurm import SlurmProvider, from_settings
+        from nodus_gitops.providers.slurm import SlurmProvider, from_settings
 
         inner = SlurmProvider(from_settings(name, settings, state_dir))
     elif kind == "nodus":
-        from providers.nodus import NodusProvider
+        from nodus_gitops.providers.nodus import NodusProvider
 
         inner = NodusProvider.from_settings(name, settings)
     else:
         raise ConfigError(f"providers.{name}.type: {kind!r} is not available in this build "
                           f"(known: {', '.join(KNOWN_TYPES)}; available: local, slurm, nodus)")
-    from reconciler.workloads import CompositeProvider
+    from nodus_gitops.workloads import CompositeProvider
 
     return CompositeProvider(inner, state_dir / "workloads")

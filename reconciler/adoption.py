@@ -19,9 +19,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from providers.base import Observed, Provider
-from reconciler.config import Binding
-from reconciler.identity import (
+from nodus_gitops.config import Binding
+from nodus_gitops.floor.identity import (
     ANNOTATION_SOURCE_COMMIT,
     ANNOTATION_SOURCE_FILE,
     ANNOTATION_SOURCE_REPO,
@@ -31,9 +30,10 @@ from reconciler.identity import (
     ResourceKey,
     owned_by,
 )
-from reconciler.phases import is_terminal
-from state.records import InventoryRecord
-from state.store import Store
+from nodus_gitops.floor.phases import is_terminal
+from nodus_gitops.providers.base import Observed, Provider
+from nodus_gitops.state.records import InventoryRecord
+from nodus_gitops.state.store import Store
 
 log = logging.getLogger("nodus_gitops.adoption")
 

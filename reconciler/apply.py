@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-from providers.base import Observed, Provider, Workload
-from reconciler import failpoints
-from reconciler.errors import NotFoundError, ProviderError, TransientError
-from reconciler.identity import (
+from nodus_gitops import failpoints
+from nodus_gitops.floor.errors import NotFoundError, ProviderError, TransientError
+from nodus_gitops.floor.identity import (
     ANNOTATION_SOURCE_COMMIT,
     ANNOTATION_SOURCE_FILE,
     ANNOTATION_SOURCE_REPO,
@@ -31,11 +30,12 @@ from reconciler.identity import (
     MANAGED_BY_VALUE,
     ResourceKey,
 )
-from reconciler.phases import FIXES, Phase, Reason, is_terminal
-from reconciler.plan import Action, Plan, merge_patch
-from reconciler.results import ActionType, JournalOp
-from state.records import IntentRecord, InventoryRecord
-from state.store import Store
+from nodus_gitops.floor.phases import FIXES, Phase, Reason, is_terminal
+from nodus_gitops.floor.results import ActionType, JournalOp
+from nodus_gitops.plan import Action, Plan, merge_patch
+from nodus_gitops.providers.base import Observed, Provider, Workload
+from nodus_gitops.state.records import IntentRecord, InventoryRecord
+from nodus_gitops.state.store import Store
 
 
 @dataclass(frozen=True)

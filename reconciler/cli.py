@@ -10,8 +10,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from reconciler import __version__, commands
-from reconciler.errors import NodusGitopsError
+from nodus_gitops import __version__, commands
+from nodus_gitops.floor.errors import NodusGitopsError
 
 EXIT_PROBLEMS, EXIT_USAGE = 1, 2
 

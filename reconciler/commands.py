@@ -8,20 +8,21 @@ import sys
 import time
 from pathlib import Path
 
-from reconciler.config import Settings, binding_from_flags, load_settings
-from reconciler.desired import DesiredTree
-from reconciler.errors import ConfigError
-from reconciler.identity import KINDS, ResourceKey
-from reconciler.leases import LeaseKeeper, replica_name
-from reconciler.logging_setup import setup_logging
-from reconciler.manifests import iter_manifest_files, outside_link
-from reconciler.output import describe, dump, plan_text, resource_object, resources_table
-from reconciler.phases import is_terminal
-from reconciler.plan import ActionType
-from reconciler.results import RUNS
-from reconciler.sync import BindingSync
-from reconciler.validation import Problem, resource_summary, validate_files
-from state.store import Store
+from nodus_gitops.config import Settings, binding_from_flags, load_settings
+from nodus_gitops.desired import DesiredTree
+from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.floor.identity import KINDS, ResourceKey
+from nodus_gitops.floor.phases import is_terminal
+from nodus_gitops.floor.problems import Problem
+from nodus_gitops.floor.results import RUNS
+from nodus_gitops.leases import LeaseKeeper, replica_name
+from nodus_gitops.logging_setup import setup_logging
+from nodus_gitops.manifests import iter_manifest_files, outside_link
+from nodus_gitops.output import describe, dump, plan_text, resource_object, resources_table
+from nodus_gitops.plan import ActionType
+from nodus_gitops.state.store import Store
+from nodus_gitops.sync import BindingSync
+from nodus_gitops.validation import resource_summary, validate_files
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 EXIT_CHANGES = 2  # `plan`: changes pending
@@ -124,8 +125,8 @@ def server_dry_run(settings: Settings, binding, the_plan, tree: DesiredTree,
     provider_settings = settings.provider_settings(binding.provider)
     if provider_settings.get("type", binding.provider) != "nodus":
         return {}
-    from providers.registry import build_provider
-    from reconciler.apply import ApplyContext, merge_patch, workload_for
+    from nodus_gitops.apply import ApplyContext, merge_patch, workload_for
+    from nodus_gitops.providers.registry import build_provider
 
     provider = build_provider(binding.provider, provider_settings, settings.state_dir)
     ctx = ApplyContext(binding.id, binding.project, settings.instance, binding.url, commit)
@@ -149,7 +150,7 @@ def server_dry_run(settings: Settings, binding, the_plan, tree: DesiredTree,
 
 
 def _service(settings: Settings, store: Store):
-    from reconciler.service import Service
+    from nodus_gitops.service import Service
 
     return Service(settings, store)
 
@@ -221,7 +222,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     setup_logging()
     store = open_store(settings)
     service = _service(settings, store)
-    from reconciler.web.server import start_server
+    from nodus_gitops.web.server import start_server
 
     service.run(serve_http=lambda svc: start_server(svc, settings.listen))
     return EXIT_OK
@@ -292,7 +293,7 @@ def _local_root(settings: Settings) -> Path:
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from providers.local.logs import iter_logs
+    from nodus_gitops.providers.local.logs import iter_logs
 
     settings = settings_from(args)
     key = job_key(open_store(settings), args.target)
@@ -308,7 +309,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
 
 def cmd_cp(args: argparse.Namespace) -> int:
-    from providers.local.outputs import copy_output
+    from nodus_gitops.providers.local.outputs import copy_output
 
     settings = settings_from(args)
     source, _, output = args.source.partition(":outputs/")
@@ -321,7 +322,7 @@ def cmd_cp(args: argparse.Namespace) -> int:
 
 
 def cmd_crds(args: argparse.Namespace) -> int:
-    from reconciler.crds import render_crds
+    from nodus_gitops.crds import render_crds
 
     sys.stdout.write(render_crds())
     return EXIT_OK

@@ -11,7 +11,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.envvars import EnvError, env_mapping
+from nodus_gitops.envvars import EnvError, env_mapping
 
 
 def merge_defaults(defaults: dict[str, Any] | None, template: dict[str, Any] | None,

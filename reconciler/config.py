@@ -23,13 +23,12 @@ from urllib.parse import urlsplit
 
 import pygit2
 import yaml
-
-from reconciler.checks.base import split_repo_url
-from reconciler.checks.budget import Budget, budgets_from_settings
-from reconciler.checks.github_app import GitHubApp, git_credentials
-from reconciler.errors import ConfigError
-from reconciler.quantities import parse_duration
-from reconciler.source import Credentials, split_userinfo
+from nodus_gitops.checks.base import split_repo_url
+from nodus_gitops.checks.budget import Budget, budgets_from_settings
+from nodus_gitops.checks.github_app import GitHubApp, git_credentials
+from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.floor.quantities import parse_duration
+from nodus_gitops.source import Credentials, split_userinfo
 
 ENV_PREFIX = "NODUS_GITOPS_"
 DEFAULT_STATE_DIR = ".nodus-gitops"

@@ -16,8 +16,7 @@ import re
 from typing import Any
 
 import yaml
-
-import schemas
+from nodus_gitops import schemas
 
 GROUP = "nodus.dev"
 VERSION = "v1"

@@ -12,10 +12,11 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from reconciler.identity import ResourceKey
-from reconciler.manifests import Manifest, bulk_loading
-from reconciler.plan import Desired
-from reconciler.validation import Problem, duplicate_problems, validate_file
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.problems import Problem
+from nodus_gitops.manifests import Manifest, bulk_loading
+from nodus_gitops.plan import Desired
+from nodus_gitops.validation import duplicate_problems, validate_file
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.identity import ANNOTATION_DATASET_BYTES, ANNOTATION_MODEL
-from reconciler.quantities import TIB, parse_quantity
+from nodus_gitops.floor.identity import ANNOTATION_DATASET_BYTES, ANNOTATION_MODEL
+from nodus_gitops.floor.quantities import TIB, parse_quantity
 
 _REQUEST = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*?)(!?)(?::([1-9][0-9]*))?$")
 # The seeds' table: model size in billions of parameters -> minimum memory per GPU.

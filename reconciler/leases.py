@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import timedelta
 
-from state.store import Store
+from nodus_gitops.state.store import Store
 
 log = logging.getLogger("nodus_gitops.leases")
 DEFAULT_TTL = 15.0

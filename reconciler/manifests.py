@@ -16,9 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
-from reconciler.errors import ManifestError
-from reconciler.identity import ResourceKey
+from nodus_gitops.floor.errors import ManifestError
+from nodus_gitops.floor.identity import ResourceKey
 
 MAX_FILE_BYTES = 1024 * 1024
 # Expanded node count above which a document that uses aliases is an alias bomb.

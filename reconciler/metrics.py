@@ -188,7 +188,7 @@ class MeteredProvider:
         self.native_kinds = getattr(inner, "native_kinds", frozenset())
 
     def _call(self, operation: str, fn: Any, *args: Any) -> Any:
-        from reconciler.errors import PermanentError, TransientError
+        from nodus_gitops.floor.errors import PermanentError, TransientError
 
         try:
             result = fn(*args)

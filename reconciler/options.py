@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from reconciler.identity import ANNOTATION_ON_CHANGE, ANNOTATION_PRUNE
+from nodus_gitops.floor.identity import ANNOTATION_ON_CHANGE, ANNOTATION_PRUNE
 
 
 class OnChange(StrEnum):

@@ -10,11 +10,10 @@ from decimal import Decimal
 from typing import Any
 
 import yaml
-
-from reconciler.plan import ActionType, Change, Plan
-from reconciler.quantities import parse_usd
-from reconciler.validation import Problem
-from state.records import EventRecord, InventoryRecord
+from nodus_gitops.floor.problems import Problem
+from nodus_gitops.floor.quantities import parse_usd
+from nodus_gitops.plan import ActionType, Change, Plan
+from nodus_gitops.state.records import EventRecord, InventoryRecord
 
 
 def resource_object(r: InventoryRecord) -> dict[str, Any]:

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from reconciler.frozen import freeze, thaw
-from reconciler.identity import ResourceKey
-from reconciler.options import OnChange, ResourceOptions
-from reconciler.phases import Phase, is_terminal
-from reconciler.quantities import parse_usd
-from reconciler.results import ActionType
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.phases import Phase, is_terminal
+from nodus_gitops.floor.quantities import parse_usd
+from nodus_gitops.floor.results import ActionType
+from nodus_gitops.frozen import freeze, thaw
+from nodus_gitops.options import OnChange, ResourceOptions
 
 __all__ = ["ActionType", "Action", "Change", "Desired", "Live", "Plan", "PlanOptions",
            "Recorded", "diff", "merge_patch", "plan", "spec_hash"]

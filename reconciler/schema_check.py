@@ -15,9 +15,8 @@ from typing import Any
 
 import fastjsonschema
 from jsonschema import Draft202012Validator, ValidationError
-
-import schemas
-from reconciler.manifests import FieldPath
+from nodus_gitops import schemas
+from nodus_gitops.manifests import FieldPath
 
 _ANNOTATION_KEYWORDS = frozenset({"description", "title", "default", "examples"})
 

@@ -12,16 +12,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from apscheduler.schedulers.background import BackgroundScheduler
-
-from providers.base import Provider
-from providers.registry import build_provider
-from reconciler.config import Settings
-from reconciler.leases import DEFAULT_TTL, LeaseKeeper
-from reconciler.metrics import MeteredProvider
-from reconciler.results import RUNS
-from reconciler.sync import BindingSync, SyncReport
-from reconciler.workloads.expiry import ExpiresFinished
-from state.store import Store
+from nodus_gitops.config import Settings
+from nodus_gitops.floor.results import RUNS
+from nodus_gitops.leases import DEFAULT_TTL, LeaseKeeper
+from nodus_gitops.metrics import MeteredProvider
+from nodus_gitops.providers.base import Provider
+from nodus_gitops.providers.registry import build_provider
+from nodus_gitops.state.store import Store
+from nodus_gitops.sync import BindingSync, SyncReport
+from nodus_gitops.workloads.expiry import ExpiresFinished
 
 log = logging.getLogger("nodus_gitops.service")
 # Live status of unfinished resources is read this often, apart from Git polling, so that
@@ -125,7 +124,7 @@ class Service:
 
     def bindings_for_repo(self, names: Iterable[str]) -> list[str]:
         """Bindings following the repository a webhook names (by `owner/repo` path)."""
-        from reconciler.web.hooks import match_bindings
+        from nodus_gitops.web.hooks import match_bindings
 
         return match_bindings(names, [(b, s.binding.url) for b, s in self.syncs.items()])
 

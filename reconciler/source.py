@@ -24,10 +24,9 @@ from typing import TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 import pygit2
+from nodus_gitops.floor.errors import ConfigError, SourceError
+from nodus_gitops.manifests import MAX_FILE_BYTES, Oversized
 from pygit2.enums import CredentialType, FileMode, RepositoryOpenFlag
-
-from reconciler.errors import ConfigError, SourceError
-from reconciler.manifests import MAX_FILE_BYTES, Oversized
 
 YAML_SUFFIXES = (".yaml", ".yml")
 MAX_AUTH_ATTEMPTS = 3  # libgit2 re-asks forever when a server keeps answering 401

@@ -16,24 +16,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from providers.base import Provider
-from reconciler import failpoints, metrics
-from reconciler.adoption import adopt_owned
-from reconciler.apply import Applier, ApplyContext, ChangeSet
-from reconciler.checks import compose
-from reconciler.checks.poster import build_poster
-from reconciler.checks.review import review_of
-from reconciler.config import Binding
-from reconciler.desired import DesiredTree
-from reconciler.errors import ProviderError, SourceError
-from reconciler.identity import ResourceKey
-from reconciler.phases import is_terminal
-from reconciler.plan import Live, Plan, PlanOptions, Recorded, plan
-from reconciler.results import RUNS, ActionType, SyncResult
-from reconciler.source import Backoff, GitSource
-from reconciler.validation import Problem
-from state.records import InventoryRecord
-from state.store import Store
+from nodus_gitops import failpoints, metrics
+from nodus_gitops.adoption import adopt_owned
+from nodus_gitops.apply import Applier, ApplyContext, ChangeSet
+from nodus_gitops.checks import compose
+from nodus_gitops.checks.poster import build_poster
+from nodus_gitops.checks.review import review_of
+from nodus_gitops.config import Binding
+from nodus_gitops.desired import DesiredTree
+from nodus_gitops.floor.errors import ProviderError, SourceError
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.phases import is_terminal
+from nodus_gitops.floor.problems import Problem
+from nodus_gitops.floor.results import RUNS, ActionType, SyncResult
+from nodus_gitops.plan import Live, Plan, PlanOptions, Recorded, plan
+from nodus_gitops.providers.base import Provider
+from nodus_gitops.source import Backoff, GitSource
+from nodus_gitops.state.records import InventoryRecord
+from nodus_gitops.state.store import Store
 
 log = logging.getLogger("nodus_gitops.sync")
 

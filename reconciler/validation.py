@@ -10,48 +10,31 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from reconciler.composite import (
+from nodus_gitops.composite import (
     cell_job_name,
     find_cycle,
     merge_defaults,
     stage_job_name,
     sweep_cell_count,
 )
-from reconciler.envvars import reserved, twice
-from reconciler.errors import ManifestError
-from reconciler.gpu import effective_min_memory
-from reconciler.identity import API_VERSION, KINDS, Kind
-from reconciler.manifests import Document, FieldPath, Manifest, bulk_loading, load_documents
-from reconciler.quantities import parse_time, parse_usd
-from reconciler.schema_check import json_type, schema_problems, show
+from nodus_gitops.envvars import reserved, twice
+from nodus_gitops.floor.errors import ManifestError
+from nodus_gitops.floor.identity import API_VERSION, KINDS, Kind
+from nodus_gitops.floor.problems import Problem, json_path
+from nodus_gitops.floor.quantities import parse_time, parse_usd
+from nodus_gitops.gpu import effective_min_memory
+from nodus_gitops.manifests import Document, FieldPath, Manifest, bulk_loading, load_documents
+from nodus_gitops.schema_check import json_type, schema_problems, show
 
 MAX_PIPELINE_AND_STAGE_NAME = 62  # the two names together, without the '-' joining them
 MAX_NAME = 63
 MAX_SWEEP_CELLS = 256
 OUTPUTS_ROOT = "/nodus/outputs"
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-
-
-@dataclass(frozen=True, order=True)
-class Problem:
-    file: str
-    line: int
-    kind: str
-    name: str
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        who = f"{self.kind or '?'}/{self.name or '?'}: " if (self.kind or self.name) else ""
-        where = f"{self.path}: " if self.path else ""
-        return f"{self.file}:{self.line}: {who}{where}{self.message}"
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -64,13 +47,6 @@ class Result:
     @property
     def ok(self) -> bool:
         return not self.problems
-
-
-def json_path(path: Iterable[str | int]) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
 
 
 # --- the platform's rules ----------------------------------------------------------------

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The quick start on Slurm: starts a single-node test cluster (tests/slurm/start.sh: needs
+# The quick start on Slurm: starts a single-node test cluster (tests/providers/slurm/start.sh: needs
 # root, installs slurm-wlm, slurmrestd and munge when missing), then points the same
 # examples-repo/ at it. `scripts/quickstart-slurm.sh` serves (dashboard on :8080);
 # `scripts/quickstart-slurm.sh reconcile` applies once and waits until all finished.
@@ -11,7 +11,7 @@ cd "$(dirname "$0")/.."
 python -m pip install -q --upgrade pip
 python -m pip install -q .
 
-while IFS='=' read -r key value; do export "$key=$value"; done < <(tests/slurm/start.sh)
+while IFS='=' read -r key value; do export "$key=$value"; done < <(tests/providers/slurm/start.sh)
 
 state=${NODUS_GITOPS_HOME:-.nodus-gitops-slurm}
 mkdir -p "$state"

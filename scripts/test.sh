@@ -29,9 +29,9 @@ python3 -m venv .venv
 python -m pip install -q --upgrade pip
 python -m pip install -q -e ".[test]"
 
-# A single-node Slurm cluster for tests/slurm (installs slurm-wlm, slurmrestd and munge
+# A single-node Slurm cluster for tests/providers/slurm (installs slurm-wlm, slurmrestd and munge
 # when missing; needs root). Without it those tests skip and say why.
-tests/slurm/start.sh >/dev/null || echo "warning: the Slurm test cluster did not start"
+tests/providers/slurm/start.sh >/dev/null || echo "warning: the Slurm test cluster did not start"
 
 ruff check .
 exec python -m pytest -q "$@"

@@ -1,6 +1,6 @@
 """The state store: inventory, journal, syncs, events (SQLite or PostgreSQL)."""
 
-from state.records import (
+from nodus_gitops.state.records import (
     BindingRecord,
     CheckRecordValue,
     EventRecord,
@@ -8,7 +8,7 @@ from state.records import (
     InventoryRecord,
     SyncRecord,
 )
-from state.store import Store, utc_now
+from nodus_gitops.state.store import Store, utc_now
 
 __all__ = [
     "BindingRecord",

@@ -14,12 +14,11 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.state import engine as engines
 from sqlalchemy import Connection, Engine, Insert, Row, Table
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
-
-from reconciler.identity import ResourceKey
-from state import engine as engines
 
 
 def utc_now() -> datetime:

@@ -15,10 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nodus_gitops.floor.errors import ConfigError
 from sqlalchemy import URL, Connection, Engine, create_engine, event, make_url
 from sqlalchemy.exc import ArgumentError
-
-from reconciler.errors import ConfigError
 
 WRITE_OPTION = "nodus_write"
 BUSY_TIMEOUT_MS = 5000

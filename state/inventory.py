@@ -6,13 +6,12 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.state.base import StoreBase, key_is, split_key, utc
+from nodus_gitops.state.models import InventoryItem
+from nodus_gitops.state.records import InventoryRecord
 from sqlalchemy import Row, Table, bindparam, delete, func, or_, select, update
 from sqlalchemy.exc import IntegrityError
-
-from reconciler.identity import ResourceKey
-from state.base import StoreBase, key_is, split_key, utc
-from state.models import InventoryItem
-from state.records import InventoryRecord
 
 _R: Table = InventoryItem.__table__  # type: ignore[attr-defined]
 

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.results import JournalOp
+from nodus_gitops.state.base import StoreBase, split_key
+from nodus_gitops.state.models import Intent, IntentState
+from nodus_gitops.state.records import IntentRecord
 from sqlalchemy import Row, Table, bindparam, select, update
 from sqlalchemy.exc import IntegrityError
-
-from reconciler.identity import ResourceKey
-from reconciler.results import JournalOp
-from state.base import StoreBase, split_key
-from state.models import Intent, IntentState
-from state.records import IntentRecord
 
 _I: Table = Intent.__table__  # type: ignore[attr-defined]
 

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+from nodus_gitops.state.base import StoreBase
+from nodus_gitops.state.models import Lease, Replica
 from sqlalchemy import Table, delete, select, update
 from sqlalchemy.exc import IntegrityError
-
-from state.base import StoreBase
-from state.models import Lease, Replica
 
 _L: Table = Lease.__table__  # type: ignore[attr-defined]
 _P: Table = Replica.__table__  # type: ignore[attr-defined]

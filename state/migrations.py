@@ -19,11 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.state.models import TABLES, Intent, Lease, Replica, SchemaVersion
 from sqlalchemy import Connection, func, inspect, select, text
 from sqlmodel import SQLModel
-
-from reconciler.errors import ConfigError
-from state.models import TABLES, Intent, Lease, Replica, SchemaVersion
 
 Migration = Callable[[Connection], None]
 

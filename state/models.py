@@ -12,11 +12,10 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from nodus_gitops.floor.results import SyncResult
 from sqlalchemy import JSON, CheckConstraint, DateTime, Dialect, Index, UniqueConstraint
 from sqlalchemy.types import TypeDecorator
 from sqlmodel import Field, SQLModel
-
-from reconciler.results import SyncResult
 
 
 class UTCDateTime(TypeDecorator[datetime]):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from reconciler.identity import ResourceKey
+from nodus_gitops.floor.identity import ResourceKey
 
 
 @dataclass(frozen=True, slots=True)

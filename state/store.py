@@ -15,19 +15,26 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.state import engine as engines
+from nodus_gitops.state.base import key_is, split_key, utc_now
+from nodus_gitops.state.inventory import InventoryStore
+from nodus_gitops.state.journal import JournalStore
+from nodus_gitops.state.leases import LeaseStore
+from nodus_gitops.state.migrations import current_version, migrate
+from nodus_gitops.state.models import (
+    CheckRecord,
+    Event,
+    EventType,
+    InventoryItem,
+    RepoBinding,
+    Sync,
+    SyncResult,
+)
+from nodus_gitops.state.records import BindingRecord, CheckRecordValue, EventRecord, SyncRecord
 from sqlalchemy import Row, Table, or_, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
-
-from reconciler.errors import ConfigError
-from reconciler.identity import ResourceKey
-from state import engine as engines
-from state.base import key_is, split_key, utc_now
-from state.inventory import InventoryStore
-from state.journal import JournalStore
-from state.leases import LeaseStore
-from state.migrations import current_version, migrate
-from state.models import CheckRecord, Event, EventType, InventoryItem, RepoBinding, Sync, SyncResult
-from state.records import BindingRecord, CheckRecordValue, EventRecord, SyncRecord
 
 _B: Table = RepoBinding.__table__  # type: ignore[attr-defined]
 _S: Table = Sync.__table__  # type: ignore[attr-defined]

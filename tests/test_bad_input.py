@@ -10,13 +10,13 @@ import tracemalloc
 from pathlib import Path
 
 import pytest
+from nodus_gitops.cli import main
+from nodus_gitops.config import Binding, Settings
+from nodus_gitops.providers.base import FakeProvider
+from nodus_gitops.service import Service
+from nodus_gitops.state.store import Store
+from nodus_gitops.validation import validate_files
 
-from providers.base import FakeProvider
-from reconciler.cli import main
-from reconciler.config import Binding, Settings
-from reconciler.service import Service
-from reconciler.validation import validate_files
-from state.store import Store
 from tests.fixtures_git import ManifestRepo, git
 
 CORPUS = Path(__file__).parent / "testdata" / "bad"
@@ -81,7 +81,7 @@ def test_validate_does_not_follow_links_out_of_the_tree(tmp_path: Path, capsys) 
 
 
 def test_git_source_skips_symlinks(manifest_repo: ManifestRepo, tmp_path: Path) -> None:
-    from reconciler.source import GitSource
+    from nodus_gitops.source import GitSource
 
     manifest_repo.write("ok.yaml", GOOD.format(n="ok"))
     os.symlink("/etc/passwd", manifest_repo.work / "leak.yaml")

@@ -53,9 +53,9 @@ def test_image_install_steps_in_a_fresh_virtualenv(tmp_path: Path) -> None:
                           capture_output=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     probe = ("import importlib.resources as r; "
-             "print(r.files('reconciler.web').joinpath('static/app.js').is_file(), "
-             "r.files('providers.local').joinpath('shim/nodus/log.py').is_file(), "
-             "r.files('schemas').joinpath('job.schema.json').is_file())")
+             "print(r.files('nodus_gitops.web').joinpath('static/app.js').is_file(), "
+             "r.files('nodus_gitops.providers.local').joinpath('shim/nodus/log.py').is_file(), "
+             "r.files('nodus_gitops.schemas').joinpath('job.schema.json').is_file())")
     done = subprocess.run([str(python), "-c", probe], cwd=elsewhere, text=True,
                           capture_output=True, check=True)
     assert done.stdout.split() == ["True", "True", "True"]

@@ -46,7 +46,7 @@ def test_serve_runs_every_example_to_succeeded(tmp_path: Path) -> None:
     port = free_port()
     env = {**os.environ, "NODUS_GITOPS_HOME": str(tmp_path / "state")}
     server = subprocess.Popen(
-        [sys.executable, "-P", "-m", "reconciler.cli", "serve", "--repo", ".", "--path",
+        [sys.executable, "-P", "-m", "nodus_gitops.cli", "serve", "--repo", ".", "--path",
          "examples-repo", "--listen", f"127.0.0.1:{port}", "--interval", "1s"],
         cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -77,7 +77,7 @@ def test_serve_runs_every_example_to_succeeded(tmp_path: Path) -> None:
     assert server.returncode == 0, out
     assert "Traceback" not in out
 
-    cli = [sys.executable, "-P", "-m", "reconciler.cli"]
+    cli = [sys.executable, "-P", "-m", "nodus_gitops.cli"]
     got = subprocess.run([*cli, "get", "-o", "json"], cwd=clone, env=env, text=True,
                          capture_output=True, check=True)
     by_name = {o["name"]: o for o in json.loads(got.stdout)}

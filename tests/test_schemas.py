@@ -15,10 +15,9 @@ import pytest
 import yaml
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import ValidationError
+from nodus_gitops import schemas
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
-
-import schemas
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_DIR = ROOT / "schemas"

@@ -19,14 +19,14 @@ from __future__ import annotations
 import importlib
 
 _EXPORTS = {
-    "GpuSlot": "providers.local.config",
-    "LocalConfig": "providers.local.config",
-    "RateCard": "providers.local.config",
-    "estimate": "providers.local.cost",
-    "iter_logs": "providers.local.logs",
-    "copy_output": "providers.local.outputs",
-    "output_path": "providers.local.outputs",
-    "LocalProvider": "providers.local.provider",
+    "GpuSlot": "nodus_gitops.providers.local.config",
+    "LocalConfig": "nodus_gitops.providers.local.config",
+    "RateCard": "nodus_gitops.providers.local.config",
+    "estimate": "nodus_gitops.providers.local.cost",
+    "iter_logs": "nodus_gitops.providers.local.logs",
+    "copy_output": "nodus_gitops.providers.local.outputs",
+    "output_path": "nodus_gitops.providers.local.outputs",
+    "LocalProvider": "nodus_gitops.providers.local.provider",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -30,8 +30,8 @@ import signal
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from providers.local import runfs
-from providers.local.runuser import RunUser
+from nodus_gitops.providers.local import runfs
+from nodus_gitops.providers.local.runuser import RunUser
 
 STAGE = "/mnt"  # the mount point of the staging tmpfs, in the child's own mount namespace
 SETUP_FAILED = 126

@@ -12,7 +12,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from providers.local.spec import parse_memory
+from nodus_gitops.providers.local.spec import parse_memory
 
 # USD per GPU-hour by GPU type (local accounting rates).
 DEFAULT_GPU_RATES: dict[str, float] = {

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.local.config import RateCard
-from providers.local.jobstate import format_usd
-from providers.local.spec import JobSpec, SpecError, parse_job
+from nodus_gitops.providers.local.config import RateCard
+from nodus_gitops.providers.local.jobstate import format_usd
+from nodus_gitops.providers.local.spec import JobSpec, SpecError, parse_job
 
 
 def run_rate(spec: JobSpec, rates: RateCard) -> float:

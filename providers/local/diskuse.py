@@ -33,8 +33,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from providers.jsonfiles import exclusive_lock, read_json, write_json
-from providers.local import jobstate
+from nodus_gitops.providers.jsonfiles import exclusive_lock, read_json, write_json
+from nodus_gitops.providers.local import jobstate
 
 MIN_INTERVAL = 2.0
 WALK_FACTOR = 20.0
@@ -141,7 +141,7 @@ def release(root: Path, uid: str) -> None:
 
 def still_writable(entry: dict[str, Any]) -> int:
     """What a registered Job may still write to the host's disk."""
-    from providers.local.runfs import growth
+    from nodus_gitops.providers.local.runfs import growth
 
     if entry.get("image"):
         return growth(Path(entry["image"]))
@@ -151,7 +151,7 @@ def still_writable(entry: dict[str, Any]) -> int:
 def reserved(root: Path, exclude: str | None = None) -> int:
     """What the registered Jobs (but `exclude`) may still write; entries of Jobs that
     finished or whose run directory is gone are dropped."""
-    from reconciler.phases import is_terminal
+    from nodus_gitops.floor.phases import is_terminal
 
     total = 0
     try:

@@ -21,8 +21,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from providers.jsonfiles import read_json, write_json
-from providers.local import (
+from nodus_gitops.floor.phases import Phase, Reason, is_terminal
+from nodus_gitops.providers.jsonfiles import read_json, write_json
+from nodus_gitops.providers.local import (
     diskuse,
     jobstate,
     launch,
@@ -33,11 +34,10 @@ from providers.local import (
     runs,
     suspension,
 )
-from providers.local.placement import Placement
-from providers.local.rundir import RunDir
-from providers.local.sandbox import Sandbox
-from providers.local.spec import compact_indexes, parse_job
-from reconciler.phases import Phase, Reason, is_terminal
+from nodus_gitops.providers.local.placement import Placement
+from nodus_gitops.providers.local.rundir import RunDir
+from nodus_gitops.providers.local.sandbox import Sandbox
+from nodus_gitops.providers.local.spec import compact_indexes, parse_job
 
 HEARTBEAT_SECONDS = 1.0
 # What a program prints when a write found no space: in a run's own filesystem, the
@@ -144,7 +144,7 @@ class JobDriver:
 
     @property
     def gpus(self):  # noqa: ANN201 - the gpus module, imported only by Jobs that use GPUs
-        from providers.local import gpus
+        from nodus_gitops.providers.local import gpus
 
         return gpus
 
@@ -478,7 +478,11 @@ class JobDriver:
         if self.stop and not self.active:
             self.finalize_stop(now)
         elif not (self.stop or self.active or self.pending) and self.phase != Phase.SUSPENDED:
-            from providers.local.outputs import OutputError, OutputTooLarge, collect  # hashing
+            from nodus_gitops.providers.local.outputs import (  # hashing
+                OutputError,
+                OutputTooLarge,
+                collect,
+            )
 
             used = self.meter.measure(now)
             if used > self.max_output:

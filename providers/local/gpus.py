@@ -11,8 +11,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from providers.local.config import GpuSlot
-from providers.local.spec import GpuRequest
+from nodus_gitops.providers.local.config import GpuSlot
+from nodus_gitops.providers.local.spec import GpuRequest
 
 _VENDOR_WORDS = {"nvidia", "tesla", "geforce", "quadro"}
 

@@ -11,7 +11,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from reconciler.phases import FIXES, Phase, is_terminal
+from nodus_gitops.floor.phases import FIXES, Phase, is_terminal
 
 
 def format_usd(value: float | Decimal) -> str:

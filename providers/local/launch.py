@@ -15,10 +15,16 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from providers.local import sandbox
-from providers.local.placement import Placement
-from providers.local.rundir import RunDir
-from providers.local.spec import INPUTS_MOUNT, OUTPUTS_MOUNT, STATE_MOUNT, JobSpec, env_suffix
+from nodus_gitops.providers.local import sandbox
+from nodus_gitops.providers.local.placement import Placement
+from nodus_gitops.providers.local.rundir import RunDir
+from nodus_gitops.providers.local.spec import (
+    INPUTS_MOUNT,
+    OUTPUTS_MOUNT,
+    STATE_MOUNT,
+    JobSpec,
+    env_suffix,
+)
 
 HOST_ENV_KEYS = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "USER",
                  "LOGNAME", "SHELL", "TERM")

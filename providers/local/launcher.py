@@ -16,12 +16,14 @@ import subprocess
 import time
 from pathlib import Path
 
-import providers
-from providers.jsonfiles import read_json, write_json
-from providers.local import procs
-from providers.local.rundir import RunDir
+from nodus_gitops.providers.jsonfiles import read_json, write_json
+from nodus_gitops.providers.local import procs
+from nodus_gitops.providers.local.rundir import RunDir
 
-_PACKAGE_ROOT = str(Path(providers.__file__).resolve().parent.parent)
+# -I: the supervisor finds nodus_gitops the way the reconciler did (its interpreter's
+# site-packages, an editable install included) and never the run directory it starts in,
+# nor PYTHONPATH or the user's site-packages.
+_SUPERVISOR = ("-I", "-m", "nodus_gitops.providers.local.supervisor")
 
 
 # What a supervisor keeps of the reconciler's environment: enough to run Python. Its
@@ -31,9 +33,7 @@ _SUPERVISOR_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
 
 
 def _env(pass_env: tuple[str, ...] = ()) -> dict[str, str]:
-    env = {k: os.environ[k] for k in (*_SUPERVISOR_ENV, *pass_env) if k in os.environ}
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
-    return env
+    return {k: os.environ[k] for k in (*_SUPERVISOR_ENV, *pass_env) if k in os.environ}
 
 
 def _record(run: RunDir, proc: subprocess.Popen) -> None:
@@ -42,11 +42,11 @@ def _record(run: RunDir, proc: subprocess.Popen) -> None:
 
 
 def spawn(run: RunDir, python: str, pass_env: tuple[str, ...] = ()) -> subprocess.Popen:
-    """Start `python -m providers.local.supervisor <rundir>` in its own session, with
-    stdin from /dev/null and its output in supervisor.log, and record its identity."""
+    """Start the supervisor of `run` in its own session, with stdin from /dev/null and
+    its output in supervisor.log, and record its identity."""
     with open(run.path / "supervisor.log", "ab") as log:
         proc = subprocess.Popen(
-            [python, "-S", "-m", "providers.local.supervisor", str(run.path)], cwd=run.path,
+            [python, *_SUPERVISOR, str(run.path)], cwd=run.path,
             env=_env(pass_env), stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
     _record(run, proc)
@@ -60,7 +60,7 @@ def start_spare(python: str, root: Path, pass_env: tuple[str, ...] = (),
     extra = [json.dumps(disk)] if disk and disk.get("type") == "filesystem" else []
     with open(root / ".spare-supervisors.log", "ab") as log:
         return subprocess.Popen(
-            [python, "-S", "-m", "providers.local.supervisor", "--spare", *extra], cwd=root,
+            [python, *_SUPERVISOR, "--spare", *extra], cwd=root,
             env=_env(pass_env), stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True)
 

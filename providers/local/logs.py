@@ -8,11 +8,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from providers.jsonfiles import read_json
-from providers.local.rundir import RunDir
-from reconciler.errors import NotFoundError
-from reconciler.identity import ResourceKey
-from reconciler.phases import is_terminal
+from nodus_gitops.floor.errors import NotFoundError
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.phases import is_terminal
+from nodus_gitops.providers.jsonfiles import read_json
+from nodus_gitops.providers.local.rundir import RunDir
 
 
 def attempts(run: RunDir, index: int) -> list[int]:

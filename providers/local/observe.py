@@ -6,11 +6,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from providers.base import Observed
-from providers.local import jobstate
-from providers.local.spec import compact_indexes
-from reconciler.identity import ResourceKey
-from reconciler.phases import is_terminal
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.phases import is_terminal
+from nodus_gitops.providers.base import Observed
+from nodus_gitops.providers.local import jobstate
+from nodus_gitops.providers.local.spec import compact_indexes
 
 _TIMES = ("startTime", "completionTime", "timeoutTime", "provisioningTime", "createdTime")
 _COPIED = (

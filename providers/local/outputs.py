@@ -24,12 +24,12 @@ import os
 import shutil
 from pathlib import Path
 
-from providers.jsonfiles import read_json
-from providers.local import runfs
-from providers.local.rundir import RunDir
-from providers.local.spec import Output, SpecError
-from reconciler.errors import NotFoundError, PermanentError
-from reconciler.identity import ResourceKey
+from nodus_gitops.floor.errors import NotFoundError, PermanentError
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.providers.jsonfiles import read_json
+from nodus_gitops.providers.local import runfs
+from nodus_gitops.providers.local.rundir import RunDir
+from nodus_gitops.providers.local.spec import Output, SpecError
 
 _CHUNK = 1 << 20
 

@@ -15,10 +15,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from providers.local import sandbox
-from providers.local.rundir import RunDir
-from providers.local.sandbox import Mount, Sandbox
-from providers.local.spec import JobSpec
+from nodus_gitops.providers.local import sandbox
+from nodus_gitops.providers.local.rundir import RunDir
+from nodus_gitops.providers.local.sandbox import Mount, Sandbox
+from nodus_gitops.providers.local.spec import JobSpec
 
 
 @dataclass(frozen=True)

@@ -24,22 +24,31 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from providers.base import Observed, Workload
-from providers.jsonfiles import exclusive_lock, owned_records, read_json, write_json
-from providers.local import diskuse, jobstate, launcher, limits, procs, recovery, runfs, settings
-from providers.local.config import LocalConfig
-from providers.local.cost import estimate, run_rate
-from providers.local.logs import iter_logs
-from providers.local.observe import to_observed
-from providers.local.outputs import copy_output, output_path
-from providers.local.rundir import RunDir
-from providers.local.sandbox import Sandbox
-from providers.local.spec import JobSpec, SpecError, parse_job
-from reconciler.errors import ConfigError, NotFoundError, PermanentError, TransientError
-from reconciler.identity import (
+from nodus_gitops.floor.errors import ConfigError, NotFoundError, PermanentError, TransientError
+from nodus_gitops.floor.identity import (
     ResourceKey,
 )
-from reconciler.phases import Phase, is_terminal
+from nodus_gitops.floor.phases import Phase, is_terminal
+from nodus_gitops.providers.base import Observed, Workload
+from nodus_gitops.providers.jsonfiles import exclusive_lock, owned_records, read_json, write_json
+from nodus_gitops.providers.local import (
+    diskuse,
+    jobstate,
+    launcher,
+    limits,
+    procs,
+    recovery,
+    runfs,
+    settings,
+)
+from nodus_gitops.providers.local.config import LocalConfig
+from nodus_gitops.providers.local.cost import estimate, run_rate
+from nodus_gitops.providers.local.logs import iter_logs
+from nodus_gitops.providers.local.observe import to_observed
+from nodus_gitops.providers.local.outputs import copy_output, output_path
+from nodus_gitops.providers.local.rundir import RunDir
+from nodus_gitops.providers.local.sandbox import Sandbox
+from nodus_gitops.providers.local.spec import JobSpec, SpecError, parse_job
 
 SUPERVISOR_EXIT_SECONDS = 5.0
 # spec fields a created Job can change in place; anything else needs a new Job.

@@ -10,13 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from providers.local import jobstate, placement, runfs
-from providers.local.placement import Placement
-from providers.local.rundir import RunDir
-from providers.local.runtime import holding, venv_roots
-from providers.local.sandbox import Sandbox
-from providers.local.spec import JobSpec
-from reconciler.phases import Reason
+from nodus_gitops.floor.phases import Reason
+from nodus_gitops.providers.local import jobstate, placement, runfs
+from nodus_gitops.providers.local.placement import Placement
+from nodus_gitops.providers.local.rundir import RunDir
+from nodus_gitops.providers.local.runtime import holding, venv_roots
+from nodus_gitops.providers.local.sandbox import Sandbox
+from nodus_gitops.providers.local.spec import JobSpec
 
 Emit = Callable[[str, str, bool], None]  # (reason, message, warning)
 
@@ -48,7 +48,7 @@ def image_bin(spec: JobSpec, settings: dict[str, Any], first: bool, emit: Emit) 
 
 def _fetch_source(spec: JobSpec, run: RunDir, settings: dict[str, Any], sb: Sandbox,
                   st: dict[str, Any], emit: Emit) -> None:
-    from providers.local import source as git_source  # only Jobs with source.git
+    from nodus_gitops.providers.local import source as git_source  # only Jobs with source.git
 
     assert spec.source is not None
     try:

@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from providers.local.spec import JobSpec
-from reconciler.phases import Phase, Reason
+from nodus_gitops.floor.phases import Phase, Reason
+from nodus_gitops.providers.local.spec import JobSpec
 
 # Restarts of a supervisor that died while nothing ran before the Job is failed.
 MAX_IDLE_RESTARTS = 5

@@ -36,8 +36,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from providers.local.runuser import RunUser
-from reconciler.identity import ResourceKey
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.providers.local.runuser import RunUser
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
 
@@ -164,7 +164,7 @@ class RunDir:
     def make_job_dirs(self, user: RunUser) -> None:
         """The Job's directories in `disk/files` (a plain directory made here when the
         Job has no filesystem of its own)."""
-        from providers.local.runfs import job_dirs
+        from nodus_gitops.providers.local.runfs import job_dirs
 
         self.__dict__.pop("files", None)
         self.files.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -47,7 +47,7 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
-from providers.jsonfiles import exclusive_lock, read_json, write_json
+from nodus_gitops.providers.jsonfiles import exclusive_lock, read_json, write_json
 
 DISK_DIR = "disk"  # in a run directory: the image, its record, files/ (the mount point)
 FILES = "files"
@@ -250,7 +250,7 @@ def drop_spare(root: Path, pid: int, ticks: int | None) -> None:
 
 def clean_spares(root: Path) -> None:
     """Remove the spare filesystems of pre-started supervisors that are gone."""
-    from providers.local import procs
+    from nodus_gitops.providers.local import procs
 
     try:
         entries = list((root / SPARE_DIR).iterdir())
@@ -590,7 +590,7 @@ def _locked(run_path: Path) -> AbstractContextManager[None]:
 
 
 def _finished(run_path: Path) -> bool:
-    from reconciler.phases import is_terminal
+    from nodus_gitops.floor.phases import is_terminal
 
     return is_terminal((read_json(run_path / "status.json") or {}).get("phase"))
 

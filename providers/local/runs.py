@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from providers.local import child, limits, procs, sandbox
-from providers.local.launch import Launch
-from providers.local.logsink import LogSink
-from providers.local.runuser import RunUser
+from nodus_gitops.providers.local import child, limits, procs, sandbox
+from nodus_gitops.providers.local.launch import Launch
+from nodus_gitops.providers.local.logsink import LogSink
+from nodus_gitops.providers.local.runuser import RunUser
 
 READ_CHUNK = 1 << 16
 PUMP_BUDGET = 1 << 20  # bytes read from one run per pass, so that no run starves the loop

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from providers.local import sandbox
+from nodus_gitops.providers.local import sandbox
 
 
 def _outside_runtime(paths: list[str]) -> list[str]:

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from providers.local.child import staged_path
-from providers.local.runuser import RunUser
-from providers.local.spec import INPUTS_MOUNT, OUTPUTS_MOUNT, STATE_MOUNT
+from nodus_gitops.providers.local.child import staged_path
+from nodus_gitops.providers.local.runuser import RunUser
+from nodus_gitops.providers.local.spec import INPUTS_MOUNT, OUTPUTS_MOUNT, STATE_MOUNT
 
 SHIM_DIR = Path(__file__).resolve().parent / "shim"
 SHIM_MOUNT = "/nodus/.shim"

@@ -18,10 +18,10 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from providers.local import child, gpus, limits, runfs, runuser, sandbox
-from providers.local.config import LocalConfig
-from providers.local.runtime import holding, python_roots
-from providers.local.runuser import RunUser
+from nodus_gitops.providers.local import child, gpus, limits, runfs, runuser, sandbox
+from nodus_gitops.providers.local.config import LocalConfig
+from nodus_gitops.providers.local.runtime import holding, python_roots
+from nodus_gitops.providers.local.runuser import RunUser
 
 log = logging.getLogger("nodus_gitops.local")
 HELPERS = ("bwrap", "git", "nvidia-smi")

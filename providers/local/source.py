@@ -27,9 +27,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from providers.local import child, procs, sandbox, untar
-from providers.local.sandbox import Mount, Sandbox
-from providers.local.spec import GitSource
+from nodus_gitops.providers.local import child, procs, sandbox, untar
+from nodus_gitops.providers.local.sandbox import Mount, Sandbox
+from nodus_gitops.providers.local.spec import GitSource
 
 MAX_COMPRESSED = 100 << 20
 MAX_EXPANDED = 512 << 20

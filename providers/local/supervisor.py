@@ -22,11 +22,11 @@ import sys
 import time
 from pathlib import Path
 
-from providers.jsonfiles import write_json
-from providers.local import procs, runfs
-from providers.local.driver import JobDriver
-from providers.local.rundir import RunDir
-from reconciler.phases import is_terminal
+from nodus_gitops.floor.phases import is_terminal
+from nodus_gitops.providers.jsonfiles import write_json
+from nodus_gitops.providers.local import procs, runfs
+from nodus_gitops.providers.local.driver import JobDriver
+from nodus_gitops.providers.local.rundir import RunDir
 
 LOCK_WAIT_SECONDS = 2.0
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.local import jobstate
-from providers.local.runs import Exit
-from reconciler.phases import FIXES, Phase, Reason
+from nodus_gitops.floor.phases import FIXES, Phase, Reason
+from nodus_gitops.providers.local import jobstate
+from nodus_gitops.providers.local.runs import Exit
 
 
 def allowed(st: dict[str, Any], settings: dict[str, Any], now: float) -> bool:

@@ -5,9 +5,9 @@ reads the `providers.<name>` settings and the kubeconfig; errors.py maps the API
 `Status` answers to the reconciler's errors in one place.
 """
 
-from providers.nodus.config import NodusConfig
-from providers.nodus.errors import InvalidManifest, causes_to_problems
-from providers.nodus.provider import DryRunResult, NodusProvider
+from nodus_gitops.providers.nodus.config import NodusConfig
+from nodus_gitops.providers.nodus.errors import InvalidManifest, causes_to_problems
+from nodus_gitops.providers.nodus.provider import DryRunResult, NodusProvider
 
 __all__ = ["DryRunResult", "InvalidManifest", "NodusConfig", "NodusProvider",
            "causes_to_problems"]

@@ -22,9 +22,8 @@ from typing import Any
 
 import certifi
 import yaml
-
-from reconciler.errors import ConfigError
-from reconciler.quantities import parse_duration
+from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.floor.quantities import parse_duration
 
 DEFAULT_KEY_ENV = "NODUS_API_KEY"
 DEFAULT_TIMEOUT = 30.0

@@ -16,9 +16,8 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
-
-from reconciler.errors import NotFoundError, PermanentError, TransientError
-from reconciler.validation import Problem, json_path
+from nodus_gitops.floor.errors import NotFoundError, PermanentError, TransientError
+from nodus_gitops.floor.problems import Problem, json_path
 
 Cause = tuple[str, str]  # (field path such as spec.stages[1].template.timeout, message)
 

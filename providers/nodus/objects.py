@@ -11,9 +11,8 @@ import json
 from typing import Any
 from urllib.parse import quote
 
-from providers.base import Observed, Workload
-from reconciler.errors import PermanentError
-from reconciler.identity import (
+from nodus_gitops.floor.errors import PermanentError
+from nodus_gitops.floor.identity import (
     ANNOTATION_SOURCE_COMMIT,
     ANNOTATION_SOURCE_FILE,
     ANNOTATION_SOURCE_REPO,
@@ -23,7 +22,8 @@ from reconciler.identity import (
     LABEL_MANAGED_BY,
     ResourceKey,
 )
-from reconciler.phases import Phase
+from nodus_gitops.floor.phases import Phase
+from nodus_gitops.providers.base import Observed, Workload
 
 PLURALS = {"Job": "jobs", "Pipeline": "pipelines", "Sweep": "sweeps"}
 _OWNED_ANNOTATIONS = (ANNOTATION_SOURCE_REPO, ANNOTATION_SOURCE_COMMIT, ANNOTATION_SOURCE_FILE,

@@ -17,10 +17,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
-from providers.base import Observed, Workload
-from providers.nodus.config import NodusConfig
-from providers.nodus.errors import (
+from nodus_gitops.floor.errors import NotFoundError, PermanentError, ProviderError, TransientError
+from nodus_gitops.floor.identity import (
+    ANNOTATION_SPEC_HASH,
+    LABEL_INSTANCE,
+    LABEL_MANAGED_BY,
+    MANAGED_BY_VALUE,
+    ResourceKey,
+)
+from nodus_gitops.floor.problems import Problem
+from nodus_gitops.providers.base import Observed, Workload
+from nodus_gitops.providers.nodus.config import NodusConfig
+from nodus_gitops.providers.nodus.errors import (
     AlreadyExists,
     Cause,
     Conflict,
@@ -29,7 +37,7 @@ from providers.nodus.errors import (
     raise_for_status,
     transport_error,
 )
-from providers.nodus.objects import (
+from nodus_gitops.providers.nodus.objects import (
     PLURALS,
     api_path,
     create_body,
@@ -39,15 +47,6 @@ from providers.nodus.objects import (
     observed_from,
     patch_body,
 )
-from reconciler.errors import NotFoundError, PermanentError, ProviderError, TransientError
-from reconciler.identity import (
-    ANNOTATION_SPEC_HASH,
-    LABEL_INSTANCE,
-    LABEL_MANAGED_BY,
-    MANAGED_BY_VALUE,
-    ResourceKey,
-)
-from reconciler.validation import Problem
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ Public surface:
     SlurmConfig, from_settings(name, dict)   its settings (camelCase keys in the config)
 """
 
-from providers.slurm.config import SlurmConfig, from_settings
-from providers.slurm.provider import SlurmProvider
+from nodus_gitops.providers.slurm.config import SlurmConfig, from_settings
+from nodus_gitops.providers.slurm.provider import SlurmProvider
 
 __all__ = ["SlurmConfig", "SlurmProvider", "from_settings"]

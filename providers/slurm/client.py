@@ -15,9 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-
-from providers.slurm.config import SlurmConfig, token_claims
-from reconciler.errors import ConfigError, PermanentError, TransientError
+from nodus_gitops.floor.errors import ConfigError, PermanentError, TransientError
+from nodus_gitops.providers.slurm.config import SlurmConfig, token_claims
 
 INVALID_JOB_ID = 2017
 AUTH_ERRORS = frozenset({-1, 5005})

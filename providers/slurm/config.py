@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from providers.local.config import RateCard
-from reconciler.errors import ConfigError
+from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.providers.local.config import RateCard
 
 DEFAULT_URL = "http://127.0.0.1:6820"
 API_VERSIONS = ("v0.0.36", "v0.0.37", "v0.0.38")

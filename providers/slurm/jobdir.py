@@ -24,9 +24,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from providers import jsonfiles
-from reconciler.errors import PermanentError
-from reconciler.identity import ResourceKey
+from nodus_gitops.floor.errors import PermanentError
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.providers import jsonfiles
 
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 

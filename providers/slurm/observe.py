@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from providers.base import Observed
-from providers.local.jobstate import format_usd
-from providers.local.observe import rfc3339
-from providers.local.spec import compact_indexes
-from providers.slurm.status import CANCELLED, Run
-from reconciler.identity import ResourceKey
-from reconciler.phases import FIXES, Phase
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.phases import FIXES, Phase
+from nodus_gitops.providers.base import Observed
+from nodus_gitops.providers.local.jobstate import format_usd
+from nodus_gitops.providers.local.observe import rfc3339
+from nodus_gitops.providers.local.spec import compact_indexes
+from nodus_gitops.providers.slurm.status import CANCELLED, Run
 
 
 def first_start(runs: list[Run]) -> float | None:

@@ -20,22 +20,22 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from providers.base import Observed, Workload
-from providers.jsonfiles import owned_records
-from providers.local.cost import estimate, run_rate
-from providers.local.outputs import OutputError, collect
-from providers.local.spec import JobSpec, Output, SpecError, parse_job
-from providers.slurm import observe, runs, submit
-from providers.slurm.client import SlurmClient, SlurmRequestError
-from providers.slurm.config import SlurmConfig
-from providers.slurm.jobdir import JobDir, read_json, write_json
-from providers.slurm.scontrol import Scontrol
-from providers.slurm.status import Decision, decide
-from reconciler.errors import NotFoundError, PermanentError, ProviderError
-from reconciler.identity import (
+from nodus_gitops.floor.errors import NotFoundError, PermanentError, ProviderError
+from nodus_gitops.floor.identity import (
     ResourceKey,
 )
-from reconciler.phases import Phase, Reason
+from nodus_gitops.floor.phases import Phase, Reason
+from nodus_gitops.providers.base import Observed, Workload
+from nodus_gitops.providers.jsonfiles import owned_records
+from nodus_gitops.providers.local.cost import estimate, run_rate
+from nodus_gitops.providers.local.outputs import OutputError, collect
+from nodus_gitops.providers.local.spec import JobSpec, Output, SpecError, parse_job
+from nodus_gitops.providers.slurm import observe, runs, submit
+from nodus_gitops.providers.slurm.client import SlurmClient, SlurmRequestError
+from nodus_gitops.providers.slurm.config import SlurmConfig
+from nodus_gitops.providers.slurm.jobdir import JobDir, read_json, write_json
+from nodus_gitops.providers.slurm.scontrol import Scontrol
+from nodus_gitops.providers.slurm.status import Decision, decide
 
 PATCHABLE = frozenset({"state", "timeout", "activeDeadlineSeconds", "maxCostUSD",
                        "ttlSecondsAfterFinished", "expectedDuration", "completeByTime"})

@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from providers.slurm.client import SlurmClient, Task
-from providers.slurm.jobdir import JobDir
-from providers.slurm.status import LOST, Run
+from nodus_gitops.providers.slurm.client import SlurmClient, Task
+from nodus_gitops.providers.slurm.jobdir import JobDir
+from nodus_gitops.providers.slurm.status import LOST, Run
 
 
 def expand(text: str) -> list[int]:

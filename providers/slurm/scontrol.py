@@ -11,7 +11,7 @@ import os
 import shutil
 import subprocess
 
-from reconciler.errors import PermanentError, TransientError
+from nodus_gitops.floor.errors import PermanentError, TransientError
 
 _BENIGN = ("Job is pending execution", "already suspended", "not suspended",
            "Job is not suspended", "is not pending", "already completing or completed",

@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from providers.local.spec import JobSpec
-from reconciler.phases import Phase, Reason
+from nodus_gitops.floor.phases import Phase, Reason
+from nodus_gitops.providers.local.spec import JobSpec
 
 LOST = "LOST"
 OK, FAILED, DEADLINE, OOM, CANCELLED, GONE, ACTIVE = (

@@ -17,8 +17,14 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from providers.local.spec import INPUTS_MOUNT, OUTPUTS_MOUNT, STATE_MOUNT, JobSpec, env_suffix
-from reconciler.identity import ResourceKey
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.providers.local.spec import (
+    INPUTS_MOUNT,
+    OUTPUTS_MOUNT,
+    STATE_MOUNT,
+    JobSpec,
+    env_suffix,
+)
 
 BASE_PATH = "/usr/local/bin:/usr/bin:/bin"
 NAME_LIMIT = 100
@@ -72,7 +78,7 @@ def time_limit_minutes(seconds: float | None) -> int | None:
 
 
 def array_spec(indexes: list[int], parallelism: int) -> str:
-    from providers.local.spec import compact_indexes
+    from nodus_gitops.providers.local.spec import compact_indexes
 
     text = compact_indexes(indexes)
     return f"{text}%{parallelism}" if parallelism < len(indexes) else text

@@ -27,10 +27,9 @@ from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 import httpx
-
-from reconciler.checks.model import CheckRun
-from reconciler.errors import NotFoundError, PermanentError, TransientError
-from reconciler.source import Backoff, redact
+from nodus_gitops.checks.model import CheckRun
+from nodus_gitops.floor.errors import NotFoundError, PermanentError, TransientError
+from nodus_gitops.source import Backoff, redact
 
 log = logging.getLogger("nodus_gitops.checks")
 

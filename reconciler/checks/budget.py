@@ -21,8 +21,8 @@ from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Any, Protocol
 
-from reconciler.errors import ConfigError
-from state.records import InventoryRecord
+from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.state.records import InventoryRecord
 
 SETTING = "budgets"
 KEYS = ("limitUSD", "period")

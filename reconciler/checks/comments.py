@@ -28,10 +28,15 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from reconciler.checks.base import ApiClient
-from reconciler.checks.plan_markdown import Target, render
-from reconciler.checks.review import PlanReview
-from reconciler.errors import NodusGitopsError, NotFoundError, PermanentError, TransientError
+from nodus_gitops.checks.base import ApiClient
+from nodus_gitops.checks.plan_markdown import Target, render
+from nodus_gitops.checks.review import PlanReview
+from nodus_gitops.floor.errors import (
+    NodusGitopsError,
+    NotFoundError,
+    PermanentError,
+    TransientError,
+)
 
 log = logging.getLogger("nodus_gitops.checks")
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from reconciler.checks import plan_markdown
-from reconciler.checks.github import MAX_OUTPUT_TEXT
-from reconciler.checks.model import Annotation, CheckRun, CheckState, context_name
-from reconciler.checks.review import PlanReview
-from reconciler.plan import Plan
-from reconciler.results import ActionType, SyncResult
-from reconciler.validation import Problem
-from state.records import InventoryRecord
+from nodus_gitops.checks import plan_markdown
+from nodus_gitops.checks.github import MAX_OUTPUT_TEXT
+from nodus_gitops.checks.model import Annotation, CheckRun, CheckState, context_name
+from nodus_gitops.checks.review import PlanReview
+from nodus_gitops.floor.problems import Problem
+from nodus_gitops.floor.results import ActionType, SyncResult
+from nodus_gitops.plan import Plan
+from nodus_gitops.state.records import InventoryRecord
 
 MAX_LINES = 60  # of actions or problems in a summary; the rest is counted
 

@@ -6,7 +6,7 @@ Both hosts take our four states as they are (they also have `warning`, unused he
 
 from __future__ import annotations
 
-from reconciler.checks.github import GitHubStatusWriter
+from nodus_gitops.checks.github import GitHubStatusWriter
 
 
 def gitea_auth(token: str) -> dict[str, str]:

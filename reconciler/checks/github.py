@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.checks.base import ApiClient, describe, truncate
-from reconciler.checks.model import Annotation, CheckRun, CheckState
+from nodus_gitops.checks.base import ApiClient, describe, truncate
+from nodus_gitops.checks.model import Annotation, CheckRun, CheckState
 
 API_VERSION = "2022-11-28"
 ACCEPT = "application/vnd.github+json"

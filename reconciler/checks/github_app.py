@@ -30,17 +30,16 @@ import jwt
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-
-from reconciler.checks.base import ApiClient, HostLimiter, ValidationFailed
-from reconciler.checks.github import github_auth, github_headers
-from reconciler.errors import (
+from nodus_gitops.checks.base import ApiClient, HostLimiter, ValidationFailed
+from nodus_gitops.checks.github import github_auth, github_headers
+from nodus_gitops.floor.errors import (
     ConfigError,
     NodusGitopsError,
     NotFoundError,
     PermanentError,
     SourceError,
 )
-from reconciler.source import Credentials
+from nodus_gitops.source import Credentials
 
 DEFAULT_API_URL = "https://api.github.com"
 JWT_BACKDATE = 60  # seconds: GitHub's advice against clock drift

@@ -13,9 +13,9 @@ import logging
 import threading
 from urllib.parse import quote
 
-from reconciler.checks.base import ApiClient, describe
-from reconciler.checks.model import CheckRun, CheckState
-from reconciler.errors import PermanentError
+from nodus_gitops.checks.base import ApiClient, describe
+from nodus_gitops.checks.model import CheckRun, CheckState
+from nodus_gitops.floor.errors import PermanentError
 
 log = logging.getLogger("nodus_gitops.checks")
 

@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pygit2
-
-from reconciler.checks.model import CheckRun
-from reconciler.errors import ConfigError, PermanentError, SourceError, TransientError
-from reconciler.source import Credentials, _Callbacks, _split_url, redact
+from nodus_gitops.checks.model import CheckRun
+from nodus_gitops.floor.errors import ConfigError, PermanentError, SourceError, TransientError
+from nodus_gitops.source import Credentials, _Callbacks, _split_url, redact
 
 NOTES_REF = "refs/notes/nodus"
 REMOTE_COPY = "refs/notes/nodus-remote"

@@ -32,11 +32,10 @@ from decimal import Decimal
 from typing import Any
 
 import yaml
-
-from reconciler.checks.base import without_lone_surrogates
-from reconciler.checks.review import PlanReview
-from reconciler.plan import Action, ActionType, Change, Plan
-from reconciler.validation import Problem
+from nodus_gitops.checks.base import without_lone_surrogates
+from nodus_gitops.checks.review import PlanReview
+from nodus_gitops.floor.problems import Problem
+from nodus_gitops.plan import Action, ActionType, Change, Plan
 
 FOLD_ROWS = 20  # a longer table is folded
 LONG_STRING = 80  # characters; a longer (or multi-line) string is shown as a line diff

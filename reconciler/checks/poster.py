@@ -24,9 +24,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import httpx
-
-from reconciler.checks import comments, gitea, github, gitlab
-from reconciler.checks.base import (
+from nodus_gitops.checks import comments, gitea, github, gitlab
+from nodus_gitops.checks.base import (
     ApiClient,
     CheckWriter,
     HostLimiter,
@@ -34,13 +33,13 @@ from reconciler.checks.base import (
     TokenSource,
     split_repo_url,
 )
-from reconciler.checks.github_app import GitHubApp
-from reconciler.checks.gitnotes import GitNotesWriter
-from reconciler.checks.model import CheckRun
-from reconciler.checks.review import PlanReview
-from reconciler.config import Binding
-from reconciler.errors import ConfigError, NodusGitopsError, TransientError
-from reconciler.source import GitSource
+from nodus_gitops.checks.github_app import GitHubApp
+from nodus_gitops.checks.gitnotes import GitNotesWriter
+from nodus_gitops.checks.model import CheckRun
+from nodus_gitops.checks.review import PlanReview
+from nodus_gitops.config import Binding
+from nodus_gitops.floor.errors import ConfigError, NodusGitopsError, TransientError
+from nodus_gitops.source import GitSource
 
 MEMORY = 4096  # (commit, context, target) keys remembered; the store covers the rest
 

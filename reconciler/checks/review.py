@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Protocol, runtime_checkable
 
-from reconciler.checks.budget import BudgetLeft, InventoryReader, is_amount, project_budget
-from reconciler.config import Binding
-from reconciler.identity import ResourceKey
-from reconciler.plan import ActionType, Plan
-from reconciler.validation import Problem
+from nodus_gitops.checks.budget import BudgetLeft, InventoryReader, is_amount, project_budget
+from nodus_gitops.config import Binding
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.problems import Problem
+from nodus_gitops.plan import ActionType, Plan
 
 STARTS = (ActionType.CREATE, ActionType.REPLACE)  # the actions that start a new run
 

@@ -16,9 +16,8 @@ from typing import Any
 
 import httpx
 import pygit2
-
-from reconciler.sdk import errors
-from reconciler.source import Credentials, redact
+from nodus_gitops.sdk import errors
+from nodus_gitops.source import Credentials, redact
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
 DEFAULT_NOT_FOUND_GRACE = 90.0  # 3x the default 30 s poll interval
@@ -130,7 +129,7 @@ class Client:
 
     def repository(self) -> Any:
         """The writer for the bound branch (`reconciler.sdk.gitrepo.Repository`)."""
-        from reconciler.sdk.gitrepo import Repository
+        from nodus_gitops.sdk.gitrepo import Repository
 
         if not self.repo_url:
             raise errors.ConfigError("no manifests repository to write to: set NODUS_SDK_REPO "

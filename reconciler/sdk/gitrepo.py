@@ -16,11 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pygit2
+from nodus_gitops.floor.errors import ConfigError, SourceError
+from nodus_gitops.sdk import errors
+from nodus_gitops.source import YAML_SUFFIXES, Credentials, GitSource
 from pygit2.enums import FileMode
-
-from reconciler.errors import ConfigError, SourceError
-from reconciler.sdk import errors
-from reconciler.source import YAML_SUFFIXES, Credentials, GitSource
 
 PUSH_ATTEMPTS = 5
 _PUSH_REF = "refs/nodus-sdk/push"

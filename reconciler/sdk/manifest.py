@@ -17,12 +17,11 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 import yaml
-
-from reconciler.errors import ManifestError
-from reconciler.identity import API_VERSION
-from reconciler.manifests import load_documents
-from reconciler.sdk import errors
-from reconciler.validation import validate_files
+from nodus_gitops.floor.errors import ManifestError
+from nodus_gitops.floor.identity import API_VERSION
+from nodus_gitops.manifests import load_documents
+from nodus_gitops.sdk import errors
+from nodus_gitops.validation import validate_files
 
 ANNOTATION_IDEMPOTENCY_KEY = "nodus.dev/idempotency-key"
 HEADER = b"# Written by the nodus-gitops Python SDK (reconciler.sdk).\n"

@@ -12,13 +12,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.composite import sweep_cell_count
-from reconciler.phases import TERMINAL_PHASES
-from reconciler.sdk import errors
-from reconciler.sdk import manifest as mf
-from reconciler.sdk.client import Client, default_client
-from reconciler.sdk.gitrepo import Edit
-from reconciler.sdk.views import View
+from nodus_gitops.composite import sweep_cell_count
+from nodus_gitops.floor.phases import TERMINAL_PHASES
+from nodus_gitops.sdk import errors
+from nodus_gitops.sdk import manifest as mf
+from nodus_gitops.sdk.client import Client, default_client
+from nodus_gitops.sdk.gitrepo import Edit
+from nodus_gitops.sdk.views import View
 
 log = logging.getLogger("nodus_gitops.sdk")
 _PLACEHOLDER_NAME = "sweep-00000000"

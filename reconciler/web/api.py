@@ -9,17 +9,17 @@ import re
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from reconciler.errors import NotFoundError
-from reconciler.identity import ResourceKey
-from reconciler.output import resource_object
-from reconciler.source import redact
-from reconciler.web import logs, queries
-from reconciler.web.html import with_query
-from reconciler.web.redact import mask
-from state.records import BindingRecord, CheckRecordValue, EventRecord, SyncRecord
+from nodus_gitops.floor.errors import NotFoundError
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.output import resource_object
+from nodus_gitops.source import redact
+from nodus_gitops.state.records import BindingRecord, CheckRecordValue, EventRecord, SyncRecord
+from nodus_gitops.web import logs, queries
+from nodus_gitops.web.html import with_query
+from nodus_gitops.web.redact import mask
 
 if TYPE_CHECKING:
-    from reconciler.service import Service
+    from nodus_gitops.service import Service
 
 Params = dict[str, list[str]]
 Reply = tuple[int, Any, dict[str, str]]

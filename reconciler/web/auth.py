@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.errors import ConfigError
+from nodus_gitops.floor.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import yaml
-
-from reconciler.errors import NotFoundError
-from reconciler.identity import ResourceKey
-from reconciler.output import money
-from reconciler.source import redact
-from reconciler.web import logs, svg
-from reconciler.web.html import (
+from nodus_gitops.floor.errors import NotFoundError
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.output import money
+from nodus_gitops.source import redact
+from nodus_gitops.state.records import InventoryRecord
+from nodus_gitops.web import logs, svg
+from nodus_gitops.web.html import (
     Safe,
     definition_list,
     esc,
@@ -25,12 +25,11 @@ from reconciler.web.html import (
     tag,
     with_query,
 )
-from reconciler.web.pages import commit_link, now_text, when
-from reconciler.web.redact import mask
-from state.records import InventoryRecord
+from nodus_gitops.web.pages import commit_link, now_text, when
+from nodus_gitops.web.redact import mask
 
 if TYPE_CHECKING:
-    from reconciler.service import Service
+    from nodus_gitops.service import Service
 
 MAX_LOG_INDEXES = 8
 

@@ -7,15 +7,15 @@ from collections import deque
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from providers.jsonfiles import read_json
-from providers.local.logs import attempts, iter_logs
-from providers.local.rundir import RunDir
-from reconciler.errors import NotFoundError
-from reconciler.identity import ResourceKey
-from state.records import InventoryRecord
+from nodus_gitops.floor.errors import NotFoundError
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.providers.jsonfiles import read_json
+from nodus_gitops.providers.local.logs import attempts, iter_logs
+from nodus_gitops.providers.local.rundir import RunDir
+from nodus_gitops.state.records import InventoryRecord
 
 if TYPE_CHECKING:
-    from reconciler.service import Service
+    from nodus_gitops.service import Service
 
 MAX_TAIL = 2000
 DEFAULT_TAIL = 200

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.results import SyncResult
-from reconciler.web.queries import MAX_PAGE_SIZE, PAGE_SIZE, SORT_KEYS
+from nodus_gitops.floor.results import SyncResult
+from nodus_gitops.web.queries import MAX_PAGE_SIZE, PAGE_SIZE, SORT_KEYS
 
 
 def _q(name: str, description: str, schema: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -8,11 +8,11 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from reconciler.output import age, money, progress
-from reconciler.results import FAILED_RESULTS
-from reconciler.source import redact
-from reconciler.web import api, queries
-from reconciler.web.html import (
+from nodus_gitops.floor.results import FAILED_RESULTS
+from nodus_gitops.output import age, money, progress
+from nodus_gitops.source import redact
+from nodus_gitops.web import api, queries
+from nodus_gitops.web.html import (
     Safe,
     definition_list,
     esc,
@@ -26,7 +26,7 @@ from reconciler.web.html import (
 )
 
 if TYPE_CHECKING:
-    from reconciler.service import Service
+    from nodus_gitops.service import Service
 
 BAD_RESULTS = FAILED_RESULTS
 BAD_PHASES = frozenset({"Failed"})

@@ -10,12 +10,11 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from nodus_gitops.state.base import split_key
+from nodus_gitops.state.models import InventoryItem
+from nodus_gitops.state.records import InventoryRecord
+from nodus_gitops.state.store import Store
 from sqlalchemy import Float, Numeric, Table, cast, func, select
-
-from state.base import split_key
-from state.models import InventoryItem
-from state.records import InventoryRecord
-from state.store import Store
 
 _R: Table = InventoryItem.__table__  # type: ignore[attr-defined]
 

@@ -21,15 +21,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from reconciler import metrics
-from reconciler.errors import ConfigError
-from reconciler.web import api, detail, pages, queries
-from reconciler.web.auth import Auth
-from reconciler.web.openapi import SPEC
-from state.engine import redact
+from nodus_gitops import metrics
+from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.state.engine import redact
+from nodus_gitops.web import api, detail, pages, queries
+from nodus_gitops.web.auth import Auth
+from nodus_gitops.web.openapi import SPEC
 
 if TYPE_CHECKING:
-    from reconciler.service import Service
+    from nodus_gitops.service import Service
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "object-src 'none'; frame-ancestors 'none'")
@@ -83,7 +83,7 @@ def _routes(s: Service) -> list[Route]:
 def _static_files() -> dict[str, tuple[bytes, str]]:
     from importlib.resources import files
 
-    folder = files("reconciler.web") / "static"
+    folder = files("nodus_gitops.web") / "static"
     return {entry.name: (entry.read_bytes(), STATIC_TYPES[Path(entry.name).suffix])
             for entry in folder.iterdir() if Path(entry.name).suffix in STATIC_TYPES}
 
@@ -235,7 +235,7 @@ def make_handler(service: Service, auth: Auth | None = None,
 
         def _hook(self, host: str) -> None:
             try:
-                from reconciler.web import hooks
+                from nodus_gitops.web import hooks
             except ImportError as exc:
                 hooks, missing = None, str(exc)
             limit = getattr(hooks, "MAX_BODY_BYTES", DEFAULT_MAX_HOOK_BYTES)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from reconciler.web.html import Safe, phase_slug, tag
+from nodus_gitops.web.html import Safe, phase_slug, tag
 
 BOX_W, BOX_H, GAP_X, GAP_Y, PAD = 170, 54, 80, 26, 12
 

@@ -16,14 +16,14 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 
-from providers.base import Observed, Provider, Workload
-from reconciler.errors import NotFoundError, ProviderError
-from reconciler.identity import ResourceKey, owned_by
-from reconciler.workloads.base import Controller
-from reconciler.workloads.expiry import ExpiresFinished
-from reconciler.workloads.pipeline import PipelineController
-from reconciler.workloads.records import RecordStore
-from reconciler.workloads.sweep import SweepController
+from nodus_gitops.floor.errors import NotFoundError, ProviderError
+from nodus_gitops.floor.identity import ResourceKey, owned_by
+from nodus_gitops.providers.base import Observed, Provider, Workload
+from nodus_gitops.workloads.base import Controller
+from nodus_gitops.workloads.expiry import ExpiresFinished
+from nodus_gitops.workloads.pipeline import PipelineController
+from nodus_gitops.workloads.records import RecordStore
+from nodus_gitops.workloads.sweep import SweepController
 
 CONTROLLERS: dict[str, type[Controller]] = {
     "Pipeline": PipelineController,

@@ -14,20 +14,20 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from providers.base import Observed, Provider, Workload
-from reconciler.errors import NotFoundError, PermanentError, ProviderError
-from reconciler.identity import (
+from nodus_gitops.floor.errors import NotFoundError, PermanentError, ProviderError
+from nodus_gitops.floor.identity import (
     ANNOTATION_SPEC_HASH,
     LABEL_INSTANCE,
     LABEL_MANAGED_BY,
     ResourceKey,
 )
-from reconciler.phases import FIXES, Phase, Reason, is_terminal
-from reconciler.plan import spec_hash
-from reconciler.quantities import parse_usd
-from reconciler.workloads import budget, pricing
-from reconciler.workloads.expiry import is_due, ttl_of, without_ttl
-from reconciler.workloads.records import (
+from nodus_gitops.floor.phases import FIXES, Phase, Reason, is_terminal
+from nodus_gitops.floor.quantities import parse_usd
+from nodus_gitops.plan import spec_hash
+from nodus_gitops.providers.base import Observed, Provider, Workload
+from nodus_gitops.workloads import budget, pricing
+from nodus_gitops.workloads.expiry import is_due, ttl_of, without_ttl
+from nodus_gitops.workloads.records import (
     Record,
     RecordStore,
     finished_time,

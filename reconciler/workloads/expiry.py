@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from reconciler.identity import ResourceKey
+from nodus_gitops.floor.identity import ResourceKey
 
 TTL_FIELD = "ttlSecondsAfterFinished"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.composite import merge_defaults, stage_job_name
-from reconciler.identity import LABEL_PIPELINE, ResourceKey
-from reconciler.phases import Phase, Reason, is_terminal
-from reconciler.workloads.base import SKIPPED, Child, Controller, Record, Views
+from nodus_gitops.composite import merge_defaults, stage_job_name
+from nodus_gitops.floor.identity import LABEL_PIPELINE, ResourceKey
+from nodus_gitops.floor.phases import Phase, Reason, is_terminal
+from nodus_gitops.workloads.base import SKIPPED, Child, Controller, Record, Views
 
 FINISHED = (Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED, SKIPPED)
 

@@ -17,9 +17,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from providers.base import Observed
-from providers.jsonfiles import exclusive_lock
-from reconciler.identity import ResourceKey
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.providers.base import Observed
+from nodus_gitops.providers.jsonfiles import exclusive_lock
 
 # What a finished child's result keeps of its Job's status: what the composite's status
 # and report read (times, wall time, units), nothing that grows with the Job.

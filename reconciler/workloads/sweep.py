@@ -8,11 +8,11 @@ import copy
 from decimal import Decimal
 from typing import Any
 
-from reconciler.composite import cell_job_name, sweep_cells
-from reconciler.identity import LABEL_SWEEP
-from reconciler.phases import Phase, Reason
-from reconciler.workloads import pricing
-from reconciler.workloads.base import Child, Controller, Record, Views
+from nodus_gitops.composite import cell_job_name, sweep_cells
+from nodus_gitops.floor.identity import LABEL_SWEEP
+from nodus_gitops.floor.phases import Phase, Reason
+from nodus_gitops.workloads import pricing
+from nodus_gitops.workloads.base import Child, Controller, Record, Views
 
 DEFAULT_MAX_PARALLEL = 4
 

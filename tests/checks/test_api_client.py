@@ -8,10 +8,10 @@ import random
 import httpx
 import pytest
 import respx
+from nodus_gitops.checks.base import ApiClient, HostLimiter, RetryPolicy, Token
+from nodus_gitops.checks.github import github_auth, github_headers
+from nodus_gitops.floor.errors import PermanentError
 
-from reconciler.checks.base import ApiClient, HostLimiter, RetryPolicy, Token
-from reconciler.checks.github import github_auth, github_headers
-from reconciler.errors import PermanentError
 from tests.checks.support import FakeTime, recorded
 
 API = "https://api.github.com"

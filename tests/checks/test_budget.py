@@ -9,8 +9,7 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from reconciler.checks.budget import (
+from nodus_gitops.checks.budget import (
     Budget,
     Period,
     budget_left,
@@ -18,9 +17,9 @@ from reconciler.checks.budget import (
     period_start,
     project_budget,
 )
-from reconciler.identity import ResourceKey
-from state.records import InventoryRecord
-from state.store import Store
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.state.records import InventoryRecord
+from nodus_gitops.state.store import Store
 
 NOW = datetime(2024, 5, 15, 13, 30, tzinfo=UTC)  # a Wednesday
 

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 import respx
+from nodus_gitops.checks.base import split_repo_url
+from nodus_gitops.checks.gitea import GiteaStatusWriter
+from nodus_gitops.checks.github import GitHubChecksWriter, GitHubStatusWriter
+from nodus_gitops.checks.gitlab import GitLabStatusWriter
+from nodus_gitops.checks.gitnotes import GitNotesWriter
+from nodus_gitops.checks.poster import build_writers
+from nodus_gitops.config import Binding
+from nodus_gitops.floor.errors import ConfigError
 
-from reconciler.checks.base import split_repo_url
-from reconciler.checks.gitea import GiteaStatusWriter
-from reconciler.checks.github import GitHubChecksWriter, GitHubStatusWriter
-from reconciler.checks.gitlab import GitLabStatusWriter
-from reconciler.checks.gitnotes import GitNotesWriter
-from reconciler.checks.poster import build_writers
-from reconciler.config import Binding
-from reconciler.errors import ConfigError
 from tests.checks.support import SHA, TOKEN, recorded, run
 
 GH = Binding(id="team-a", url="https://github.com/octo-org/gpu-jobs.git")
@@ -138,7 +138,8 @@ def test_split_repo_url_refuses_paths_without_leaking_credentials():
 
 
 def _app_binding(**fields) -> Binding:
-    from reconciler.checks.github_app import GitHubApp
+    from nodus_gitops.checks.github_app import GitHubApp
+
     from tests.checks.support import app_key_pem
 
     app = GitHubApp.from_settings({"appId": 1, "privateKeyEnv": "K", "installationId": 5,
@@ -177,7 +178,7 @@ def test_the_apps_tokens_go_only_to_the_apps_api():
 
 
 def test_comments_need_a_hosted_writer(tmp_path: Path):
-    from reconciler.checks.poster import build_poster
+    from nodus_gitops.checks.poster import build_poster
 
     binding = Binding(id="c", url="https://github.com/octo-org/gpu-jobs.git", comments=True)
     with pytest.raises(ConfigError, match="comments: true needs a host to comment through"):

@@ -8,8 +8,7 @@ import logging
 
 import httpx
 import respx
-
-from reconciler.checks.comments import (
+from nodus_gitops.checks.comments import (
     GITHUB_LIMIT,
     GiteaComments,
     GitHubComments,
@@ -17,13 +16,14 @@ from reconciler.checks.comments import (
     PlanCommenter,
     marker,
 )
-from reconciler.checks.gitea import gitea_auth
-from reconciler.checks.github import github_auth, github_headers
-from reconciler.checks.gitlab import gitlab_auth
-from reconciler.checks.plan_markdown import size
-from reconciler.checks.review import PlanReview
-from reconciler.identity import ResourceKey
-from reconciler.plan import Action, ActionType, Change, Plan
+from nodus_gitops.checks.gitea import gitea_auth
+from nodus_gitops.checks.github import github_auth, github_headers
+from nodus_gitops.checks.gitlab import gitlab_auth
+from nodus_gitops.checks.plan_markdown import size
+from nodus_gitops.checks.review import PlanReview
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.plan import Action, ActionType, Change, Plan
+
 from tests.checks.support import TOKEN, FakeTime, body, client, recorded
 
 GH = "https://api.github.com"

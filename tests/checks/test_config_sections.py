@@ -7,11 +7,11 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from nodus_gitops.checks.budget import Period
+from nodus_gitops.checks.github_app import GitHubAppCredentials
+from nodus_gitops.config import load_settings
+from nodus_gitops.floor.errors import ConfigError
 
-from reconciler.checks.budget import Period
-from reconciler.checks.github_app import GitHubAppCredentials
-from reconciler.config import load_settings
-from reconciler.errors import ConfigError
 from tests.checks.support import app_key_pem
 
 APP = "githubApp:\n  appId: 12345\n  privateKeyFile: KEYFILE\n"

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import httpx
 import respx
+from nodus_gitops.config import load_settings
+from nodus_gitops.providers.base import FakeProvider
+from nodus_gitops.service import Service
+from nodus_gitops.state.store import Store
 
-from providers.base import FakeProvider
-from reconciler.config import load_settings
-from reconciler.service import Service
-from state.store import Store
 from tests.checks.support import recorded
 from tests.fixtures_git import ManifestRepo, git, serve_git_http
 

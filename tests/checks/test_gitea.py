@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import respx
+from nodus_gitops.checks.gitea import GiteaStatusWriter, gitea_auth
+from nodus_gitops.floor.errors import PermanentError
 
-from reconciler.checks.gitea import GiteaStatusWriter, gitea_auth
-from reconciler.errors import PermanentError
 from tests.checks.support import SHA, TOKEN, FakeTime, body, client, recorded, run
 
 API = "https://git.example/api/v1"

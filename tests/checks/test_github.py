@@ -7,16 +7,16 @@ import logging
 import httpx
 import pytest
 import respx
-
-from reconciler.checks.base import RetryPolicy
-from reconciler.checks.github import (
+from nodus_gitops.checks.base import RetryPolicy
+from nodus_gitops.checks.github import (
     GitHubChecksWriter,
     GitHubStatusWriter,
     github_auth,
     github_headers,
 )
-from reconciler.checks.model import Annotation
-from reconciler.errors import PermanentError, TransientError
+from nodus_gitops.checks.model import Annotation
+from nodus_gitops.floor.errors import PermanentError, TransientError
+
 from tests.checks.support import SHA, TOKEN, FakeTime, body, client, recorded, run
 
 API = "https://api.github.com"

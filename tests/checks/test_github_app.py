@@ -13,16 +13,16 @@ import pytest
 import respx
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-
-from reconciler.checks.base import ApiClient
-from reconciler.checks.github import GitHubChecksWriter, github_auth, github_headers
-from reconciler.checks.github_app import (
+from nodus_gitops.checks.base import ApiClient
+from nodus_gitops.checks.github import GitHubChecksWriter, github_auth, github_headers
+from nodus_gitops.checks.github_app import (
     JWT_BACKDATE,
     REFRESH_EARLY,
     GitHubApp,
     git_credentials,
 )
-from reconciler.errors import ConfigError, PermanentError, SourceError
+from nodus_gitops.floor.errors import ConfigError, PermanentError, SourceError
+
 from tests.checks.support import SHA, app_key_pem, app_public_key, body, iso, recorded, run
 
 API = "https://api.github.com"
@@ -313,11 +313,11 @@ def test_a_missing_permission_names_it_and_the_app_settings():
 def test_the_apps_plan_comment_is_the_one_its_bot_wrote():
     """After a restart, the App finds its comment by `<slug>[bot]` (GET /app, as the App),
     not a user's comment that copies the marker."""
-    from reconciler.checks.comments import marker
-    from reconciler.checks.poster import build_poster
-    from reconciler.checks.review import PlanReview
-    from reconciler.config import Binding
-    from reconciler.plan import Plan
+    from nodus_gitops.checks.comments import marker
+    from nodus_gitops.checks.poster import build_poster
+    from nodus_gitops.checks.review import PlanReview
+    from nodus_gitops.config import Binding
+    from nodus_gitops.plan import Plan
 
     clock = Clock()
     app, minter = _app(clock, installationId=77), Minter(clock)

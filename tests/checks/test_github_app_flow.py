@@ -14,13 +14,13 @@ from pathlib import Path
 import httpx
 import jwt
 import respx
+from nodus_gitops.checks.comments import marker
+from nodus_gitops.config import load_settings
+from nodus_gitops.providers.base import FakeProvider, Observed
+from nodus_gitops.service import Service
+from nodus_gitops.state.store import Store
+from nodus_gitops.web.hooks import handle, sign
 
-from providers.base import FakeProvider, Observed
-from reconciler.checks.comments import marker
-from reconciler.config import load_settings
-from reconciler.service import Service
-from reconciler.web.hooks import handle, sign
-from state.store import Store
 from tests.checks.support import app_key_pem, app_public_key, iso, recorded
 from tests.fixtures_git import ManifestRepo, git, serve_git_http
 

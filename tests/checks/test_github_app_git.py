@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 
 import respx
+from nodus_gitops.checks.github_app import GitHubApp, git_credentials
+from nodus_gitops.checks.gitnotes import GitNotesWriter
+from nodus_gitops.source import GitSource
 
-from reconciler.checks.github_app import GitHubApp, git_credentials
-from reconciler.checks.gitnotes import GitNotesWriter
-from reconciler.source import GitSource
 from tests.checks.support import app_key_pem, iso, recorded, run
 from tests.fixtures_git import ManifestRepo, git, serve_git_http
 

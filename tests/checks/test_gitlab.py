@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 import respx
+from nodus_gitops.checks.gitlab import GitLabStatusWriter, gitlab_auth, may_send
+from nodus_gitops.floor.errors import NotFoundError, PermanentError
 
-from reconciler.checks.gitlab import GitLabStatusWriter, gitlab_auth, may_send
-from reconciler.errors import NotFoundError, PermanentError
 from tests.checks.support import SHA, TOKEN, FakeTime, body, client, recorded, run
 
 API = "https://gitlab.example.com/api/v4"

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pygit2
 import pytest
+from nodus_gitops.checks.gitnotes import NOTES_REF, GitNotesWriter
+from nodus_gitops.checks.model import Annotation
+from nodus_gitops.source import GitSource
 
-from reconciler.checks.gitnotes import NOTES_REF, GitNotesWriter
-from reconciler.checks.model import Annotation
-from reconciler.source import GitSource
 from tests.checks.support import run
 from tests.fixtures_git import GitHttpServer, ManifestRepo, git
 

@@ -9,8 +9,7 @@ from email.message import Message
 from types import SimpleNamespace
 
 import pytest
-
-from reconciler.web.hooks import (
+from nodus_gitops.web.hooks import (
     MAX_BODY_BYTES,
     HookEvent,
     handle,

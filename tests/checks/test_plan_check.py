@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from reconciler.checks.compose import plan_check
-from reconciler.checks.model import CheckState
-from reconciler.checks.review import PlanCost, PlanReview
-from reconciler.identity import ResourceKey
-from reconciler.plan import Action, ActionType, Plan
-from reconciler.validation import Problem
+from nodus_gitops.checks.compose import plan_check
+from nodus_gitops.checks.model import CheckState
+from nodus_gitops.checks.review import PlanCost, PlanReview
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.problems import Problem
+from nodus_gitops.plan import Action, ActionType, Plan
 
 SHA = "ce587453ced02b1526dfb4cb910479d431683101"
 
@@ -53,7 +53,7 @@ def test_an_invalid_commit_fails_with_every_problem_annotated():
 
 
 def test_an_estimate_no_arithmetic_can_hold_is_unknown():
-    from reconciler.checks.review import estimate_plan
+    from nodus_gitops.checks.review import estimate_plan
 
     class Absurd:
         def estimate(self, manifest: dict) -> str:

@@ -16,15 +16,16 @@ import httpx
 import respx
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from nodus_gitops.checks import compose
+from nodus_gitops.checks.comments import GITHUB_LIMIT, GitHubComments, PlanCommenter, marker
+from nodus_gitops.checks.github import GitHubChecksWriter, github_auth, github_headers
+from nodus_gitops.checks.plan_markdown import Target, render
+from nodus_gitops.checks.review import PlanReview
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.problems import Problem
+from nodus_gitops.plan import Action, ActionType, Change, Desired, Plan, Recorded, plan, spec_hash
+from nodus_gitops.validation import validate_file
 
-from reconciler.checks import compose
-from reconciler.checks.comments import GITHUB_LIMIT, GitHubComments, PlanCommenter, marker
-from reconciler.checks.github import GitHubChecksWriter, github_auth, github_headers
-from reconciler.checks.plan_markdown import Target, render
-from reconciler.checks.review import PlanReview
-from reconciler.identity import ResourceKey
-from reconciler.plan import Action, ActionType, Change, Desired, Plan, Recorded, plan, spec_hash
-from reconciler.validation import Problem, validate_file
 from tests.checks.support import FakeTime, body, client, recorded
 
 SHA = "ce587453ced02b1526dfb4cb910479d431683101"

@@ -10,14 +10,13 @@ from decimal import Decimal
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from reconciler.checks.budget import Budget, BudgetLeft, Period
-from reconciler.checks.comments import GITHUB_LIMIT, marker
-from reconciler.checks.plan_markdown import FOLD_ROWS, Target, render, size
-from reconciler.checks.review import PlanCost, PlanReview
-from reconciler.identity import ResourceKey
-from reconciler.plan import Action, ActionType, Change, Plan
-from reconciler.validation import Problem
+from nodus_gitops.checks.budget import Budget, BudgetLeft, Period
+from nodus_gitops.checks.comments import GITHUB_LIMIT, marker
+from nodus_gitops.checks.plan_markdown import FOLD_ROWS, Target, render, size
+from nodus_gitops.checks.review import PlanCost, PlanReview
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.problems import Problem
+from nodus_gitops.plan import Action, ActionType, Change, Plan
 
 SHA = "ce587453ced02b1526dfb4cb910479d431683101"
 MARK = marker("ci", "team-a")

@@ -6,11 +6,11 @@ import logging
 from pathlib import Path
 
 import pytest
+from nodus_gitops.checks.model import CheckRun
+from nodus_gitops.checks.poster import CheckPoster
+from nodus_gitops.floor.errors import PermanentError, TransientError
+from nodus_gitops.state import Store
 
-from reconciler.checks.model import CheckRun
-from reconciler.checks.poster import CheckPoster
-from reconciler.errors import PermanentError, TransientError
-from state import Store
 from tests.checks.support import run
 
 

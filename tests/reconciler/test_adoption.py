@@ -8,10 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from providers.base import FakeProvider, Observed, Workload
-from reconciler.adoption import adopt_owned
-from reconciler.identity import (
+from nodus_gitops.adoption import adopt_owned
+from nodus_gitops.floor.identity import (
     ANNOTATION_SOURCE_COMMIT,
     ANNOTATION_SOURCE_FILE,
     ANNOTATION_SOURCE_REPO,
@@ -21,8 +19,10 @@ from reconciler.identity import (
     MANAGED_BY_VALUE,
     ResourceKey,
 )
-from reconciler.plan import spec_hash
-from state.records import InventoryRecord
+from nodus_gitops.plan import spec_hash
+from nodus_gitops.providers.base import FakeProvider, Observed, Workload
+from nodus_gitops.state.records import InventoryRecord
+
 from tests.fixtures_git import ManifestRepo
 from tests.support.lost_store import INSTANCE, PROJECT, LostStore, actions
 

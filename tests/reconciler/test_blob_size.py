@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pygit2
 import pytest
+from nodus_gitops.desired import DesiredTree
+from nodus_gitops.manifests import MAX_FILE_BYTES
+from nodus_gitops.source import GitSource
 
-from reconciler.desired import DesiredTree
-from reconciler.manifests import MAX_FILE_BYTES
-from reconciler.source import GitSource
 from tests.fixtures_git import git
 
 BIG = 100 * 1024 * 1024
@@ -82,7 +82,7 @@ def test_an_oversized_blob_gets_its_problem_unread(remote, tmp_path: Path) -> No
 _CHILD = textwrap.dedent("""
     import json, re, sys
     from pathlib import Path
-    from reconciler.source import GitSource
+    from nodus_gitops.source import GitSource
 
     def peak_kib():
         return int(re.search(r"VmHWM:\\s+(\\d+) kB", Path("/proc/self/status").read_text())[1])

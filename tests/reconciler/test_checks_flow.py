@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from providers.base import FakeProvider, Observed
-from reconciler.config import Binding, Settings
-from reconciler.identity import ResourceKey
-from reconciler.service import Service
-from state.store import Store
+from nodus_gitops.config import Binding, Settings
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.providers.base import FakeProvider, Observed
+from nodus_gitops.service import Service
+from nodus_gitops.state.store import Store
+
 from tests.fixtures_git import ManifestRepo, git
 
 JOB = ("apiVersion: nodus.dev/v1\nkind: Job\nmetadata:\n  name: {name}\nspec:\n"

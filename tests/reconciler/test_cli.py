@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from nodus_gitops.cli import main
+from nodus_gitops.config import Binding, Settings
+from nodus_gitops.providers.base import FakeProvider
+from nodus_gitops.service import Service
+from nodus_gitops.state.store import Store
 
-from providers.base import FakeProvider
-from reconciler.cli import main
-from reconciler.config import Binding, Settings
-from reconciler.service import Service
-from state.store import Store
 from tests.fixtures_git import ManifestRepo
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,7 +22,7 @@ JOB = ("apiVersion: nodus.dev/v1\nkind: Job\nmetadata:\n  name: {name}\nspec:\n"
 
 
 def run_cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "reconciler.cli", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "nodus_gitops.cli", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -113,7 +113,7 @@ def test_plan_exit_codes_and_json(manifest_repo: ManifestRepo, tmp_path: Path) -
 
 def flag_binding_id(repo: ManifestRepo) -> str:
     """The binding id `--repo URL --project p` derives."""
-    from reconciler.config import binding_from_flags
+    from nodus_gitops.config import binding_from_flags
 
     return binding_from_flags(repo.push_url, "main", None, "p", None, None).id
 
@@ -121,8 +121,8 @@ def flag_binding_id(repo: ManifestRepo) -> str:
 def test_get_prints_the_seeds_job_columns(tmp_path: Path, capsys) -> None:
     """get: the phase, the GPU, the attempt, the cost so far and the age; -o wide adds the
     offering, its rate and progress. A cost below a cent shows its value."""
-    from reconciler.identity import ResourceKey
-    from state.records import InventoryRecord
+    from nodus_gitops.floor.identity import ResourceKey
+    from nodus_gitops.state.records import InventoryRecord
 
     state = tmp_path / "state"
     store = Store.open(None, state)

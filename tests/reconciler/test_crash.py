@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from nodus_gitops.state.store import Store
 
-from state.store import Store
 from tests.fixtures_git import ManifestRepo
 from tests.support.dir_provider import DirProvider
 

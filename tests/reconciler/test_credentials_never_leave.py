@@ -14,15 +14,15 @@ from urllib.parse import quote
 import httpx
 import pygit2
 import pytest
+from nodus_gitops.config import Binding, binding_from_flags, load_settings
+from nodus_gitops.floor.identity import ANNOTATION_SOURCE_REPO
+from nodus_gitops.floor.phases import is_terminal
+from nodus_gitops.logging_setup import JsonFormatter
+from nodus_gitops.service import Service
+from nodus_gitops.source import Credentials
+from nodus_gitops.state.store import Store
+from nodus_gitops.web.server import start_server
 
-from reconciler.config import Binding, binding_from_flags, load_settings
-from reconciler.identity import ANNOTATION_SOURCE_REPO
-from reconciler.logging_setup import JsonFormatter
-from reconciler.phases import is_terminal
-from reconciler.service import Service
-from reconciler.source import Credentials
-from reconciler.web.server import start_server
-from state.store import Store
 from tests.fixtures_git import ManifestRepo, serve_git_http
 
 USER = "alice"

@@ -3,7 +3,7 @@ indexes (resources, problems, duplicates) equal to a fresh read."""
 
 from __future__ import annotations
 
-from reconciler.desired import DesiredTree
+from nodus_gitops.desired import DesiredTree
 
 JOB = "apiVersion: nodus.dev/v1\nkind: Job\nmetadata:\n  name: {n}\nspec:\n  command: [x]\n"
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from reconciler.envvars import ENTRY_KEYS, ONLY_NAME_AND_VALUE, EnvError, env_mapping, reserved
+from nodus_gitops.envvars import ENTRY_KEYS, ONLY_NAME_AND_VALUE, EnvError, env_mapping, reserved
 
 
 def test_the_mapping_form_passes_through() -> None:
@@ -55,8 +54,7 @@ def test_reserved_names(name: str, is_reserved: bool) -> None:
 
 
 def test_the_schema_says_the_same_about_value_from() -> None:
-    import schemas
-
+    from nodus_gitops import schemas
     entry = schemas.load(schemas.SHARED_FILE)["$defs"]["envVar"]
     assert entry["additionalPropertiesErrorMessage"] == ONLY_NAME_AND_VALUE
     assert tuple(entry["properties"]) == ENTRY_KEYS

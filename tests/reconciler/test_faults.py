@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pygit2
 import pytest
+from nodus_gitops.config import Binding, Settings
+from nodus_gitops.floor.errors import TransientError
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.providers.base import FakeProvider
+from nodus_gitops.service import Service
+from nodus_gitops.source import set_network_timeouts
+from nodus_gitops.state.store import Store
 
-from providers.base import FakeProvider
-from reconciler.config import Binding, Settings
-from reconciler.errors import TransientError
-from reconciler.identity import ResourceKey
-from reconciler.service import Service
-from reconciler.source import set_network_timeouts
-from state.store import Store
 from tests.fixtures_git import ManifestRepo
 
 JOB = ("apiVersion: nodus.dev/v1\nkind: Job\nmetadata:\n  name: {name}\nspec:\n"
@@ -134,7 +134,7 @@ def test_a_create_whose_answer_was_lost_is_not_repeated(manifest_repo: ManifestR
         return None
 
     def _observed(key):
-        from providers.base import Observed
+        from nodus_gitops.providers.base import Observed
 
         return Observed(key, "fake-lost", "Running")
 
@@ -204,7 +204,7 @@ def test_backend_down_for_longer_keeps_the_commit_pending(manifest_repo: Manifes
 
 
 def test_pygit2_network_timeouts_are_set() -> None:
-    from reconciler.source import GitSource
+    from nodus_gitops.source import GitSource
 
     GitSource("http://127.0.0.1:9/none.git", "main", Path("/tmp/nodus-timeouts"))
     assert pygit2.settings.server_timeout > 0 and pygit2.settings.server_connect_timeout > 0

@@ -5,10 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-
-from reconciler.identity import ResourceKey
-from reconciler.output import money, resources_table
-from state.records import InventoryRecord
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.output import money, resources_table
+from nodus_gitops.state.records import InventoryRecord
 
 
 @pytest.mark.parametrize("value, shown", [

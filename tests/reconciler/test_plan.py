@@ -7,9 +7,8 @@ import copy
 from pathlib import Path
 
 import pytest
-
-from reconciler.identity import ResourceKey
-from reconciler.plan import ActionType, Desired, Live, PlanOptions, Recorded, plan
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.plan import ActionType, Desired, Live, PlanOptions, Recorded, plan
 
 PROJECT = "team-a"
 
@@ -263,7 +262,7 @@ def test_ignore_keeps_what_runs_but_in_place_fields_still_patch() -> None:
 def test_two_instances_never_share_an_idempotency_key() -> None:
     """An instance that lost its store, or another fed by the same repository, asks the
     backend for its own create: it never receives a run another instance made."""
-    from reconciler.apply import ApplyContext, idempotency_key
+    from nodus_gitops.apply import ApplyContext, idempotency_key
 
     ours = ApplyContext("b", PROJECT, "default", "https://h/r.git", "c1")
     theirs = ApplyContext("b", PROJECT, "other", "https://h/r.git", "c1")

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy
+from nodus_gitops.config import Binding, Settings
+from nodus_gitops.providers.base import FakeProvider
+from nodus_gitops.service import Service
+from nodus_gitops.state.store import Store
 
-from providers.base import FakeProvider
-from reconciler.config import Binding, Settings
-from reconciler.service import Service
-from state.store import Store
 from tests.fixtures_git import ManifestRepo
 
 JOB = ("apiVersion: nodus.dev/v1\nkind: Job\nmetadata:\n  name: {name}\nspec:\n"

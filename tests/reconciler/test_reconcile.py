@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from nodus_gitops.config import Binding, Settings
+from nodus_gitops.floor.identity import LABEL_MANAGED_BY, ResourceKey
+from nodus_gitops.providers.base import FakeProvider, Observed
+from nodus_gitops.service import Service
+from nodus_gitops.state.store import Store
 
-from providers.base import FakeProvider, Observed
-from reconciler.config import Binding, Settings
-from reconciler.identity import LABEL_MANAGED_BY, ResourceKey
-from reconciler.service import Service
-from state.store import Store
 from tests.fixtures_git import ManifestRepo
 
 
@@ -239,7 +239,7 @@ def test_unreachable_remote_keeps_last_good_state(world: World) -> None:
 
 
 def test_transient_errors_are_retried_permanent_recorded(manifest_repo, store, tmp_path):
-    from reconciler.errors import PermanentError, TransientError
+    from nodus_gitops.floor.errors import PermanentError, TransientError
 
     failures = {"flaky": 2}
 
@@ -278,7 +278,7 @@ def test_incremental_plan_matches_the_full_plan(world: World, monkeypatch) -> No
     planning everything gives."""
     import random
 
-    from reconciler.plan import plan as full_plan
+    from nodus_gitops.plan import plan as full_plan
 
     rng = random.Random(7)
     caps = {f"j{i}": 1 for i in range(30)}
@@ -309,7 +309,7 @@ def test_incremental_plan_matches_the_full_plan(world: World, monkeypatch) -> No
         inventory, observed = sync.inventory.state()
         expected = full_plan(tree.desired(), inventory, observed, sync.options)
         sizes: list[int] = []
-        monkeypatch.setattr("reconciler.sync.plan", lambda d, *a, sizes=sizes, **kw: sizes.append(
+        monkeypatch.setattr("nodus_gitops.sync.plan", lambda d, *a, sizes=sizes, **kw: sizes.append(
             len(d)) or full_plan(d, *a, **kw))
         got = sync.plan_commit(tree)
         monkeypatch.undo()

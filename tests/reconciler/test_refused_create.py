@@ -7,13 +7,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from nodus_gitops.floor.errors import PermanentError
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.output import resource_object, resources_table
+from nodus_gitops.providers.base import FakeProvider, Observed
+from nodus_gitops.state.store import Store
+from nodus_gitops.web.server import start_server
 
-from providers.base import FakeProvider, Observed
-from reconciler.errors import PermanentError
-from reconciler.identity import ResourceKey
-from reconciler.output import resource_object, resources_table
-from reconciler.web.server import start_server
-from state.store import Store
 from tests.fixtures_git import ManifestRepo
 from tests.reconciler.test_reconcile import World, job
 
@@ -112,9 +112,9 @@ def test_a_refused_name_held_by_another_owner_is_never_deleted(manifest_repo, st
 
 
 def test_a_refused_create_never_overwrites_another_bindings_record(store) -> None:
-    from reconciler.apply import Applier, ApplyContext
-    from reconciler.plan import Desired, plan
-    from state.records import InventoryRecord
+    from nodus_gitops.apply import Applier, ApplyContext
+    from nodus_gitops.plan import Desired, plan
+    from nodus_gitops.state.records import InventoryRecord
 
     manifest = {"apiVersion": "nodus.dev/v1", "kind": "Job", "metadata": {"name": "denied"},
                 "spec": {"command": ["true"]}}

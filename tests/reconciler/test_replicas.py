@@ -7,12 +7,12 @@ import time
 from pathlib import Path
 
 import pytest
+from nodus_gitops.config import Binding, Settings
+from nodus_gitops.leases import LeaseKeeper
+from nodus_gitops.providers.base import FakeProvider
+from nodus_gitops.service import Service
+from nodus_gitops.state.store import Store
 
-from providers.base import FakeProvider
-from reconciler.config import Binding, Settings
-from reconciler.leases import LeaseKeeper
-from reconciler.service import Service
-from state.store import Store
 from tests.fixtures_git import ManifestRepo
 
 TTL = 1.5
@@ -103,8 +103,8 @@ def test_one_off_reconcile_refuses_a_binding_a_replica_holds(repo, pg_state_url,
                                                             capsys):
     from datetime import timedelta
 
-    from reconciler.cli import main
-    from reconciler.config import binding_from_flags
+    from nodus_gitops.cli import main
+    from nodus_gitops.config import binding_from_flags
 
     binding = binding_from_flags(repo.push_url, "main", "a", "a", None, None)
     store = Store.open(pg_state_url)

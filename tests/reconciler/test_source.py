@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pygit2
 import pytest
+from nodus_gitops.floor.errors import ConfigError, SourceError
+from nodus_gitops.source import Backoff, Credentials, GitSource, redact
 
-from reconciler.errors import ConfigError, SourceError
-from reconciler.source import Backoff, Credentials, GitSource, redact
 from tests.fixtures_git import GitHttpServer, ManifestRepo, git, serve_git_http
 
 JOB = "apiVersion: nodus.dev/v1\nkind: Job\nmetadata:\n  name: {name}\n"
@@ -202,7 +202,7 @@ def test_mirror_packs_are_merged_once_fetches_pile_them_up(git_http_server, tmp_
                                                              monkeypatch):
     """libgit2 leaves one pack per fetch; past the limit they become one, and another
     handle on the same mirror (another thread) still reads every commit."""
-    monkeypatch.setattr("reconciler.source.MAX_MIRROR_PACKS", 5)
+    monkeypatch.setattr("nodus_gitops.source.MAX_MIRROR_PACKS", 5)
     remote = pygit2.init_repository(str(git_http_server.root / "packs.git"), bare=True)
     source = GitSource(git_http_server.url_for("packs"), "main", tmp_path / "mirrors")
     commits = [_commit_files(remote, {"a.yaml": (b"a: 0\n", pygit2.enums.FileMode.BLOB)})]

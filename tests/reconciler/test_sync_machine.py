@@ -45,22 +45,22 @@ import yaml
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
-
-from providers.base import FakeProvider, Observed, Workload
-from reconciler.checks.model import CheckRun
-from reconciler.config import Binding
-from reconciler.desired import DesiredTree
-from reconciler.errors import PermanentError, TransientError
-from reconciler.identity import (
+from nodus_gitops.checks.model import CheckRun
+from nodus_gitops.config import Binding
+from nodus_gitops.desired import DesiredTree
+from nodus_gitops.floor.errors import PermanentError, TransientError
+from nodus_gitops.floor.identity import (
     ANNOTATION_ON_CHANGE,
     ANNOTATION_PRUNE,
     ANNOTATION_SPEC_HASH,
     ResourceKey,
 )
-from reconciler.plan import Plan, plan, spec_hash
-from reconciler.source import Backoff
-from reconciler.sync import BindingSync
-from state.store import Store
+from nodus_gitops.plan import Plan, plan, spec_hash
+from nodus_gitops.providers.base import FakeProvider, Observed, Workload
+from nodus_gitops.source import Backoff
+from nodus_gitops.state.store import Store
+from nodus_gitops.sync import BindingSync
+
 from tests.fixtures_git import GitHttpServer, ManifestRepo, serve_git_http
 
 settings.register_profile(
@@ -82,7 +82,7 @@ INVALID_FILE = "bad.yaml"
 COPY_FILE = "copy.yaml"  # a second definition of a Job: invalid while both exist
 APPLIED = ("applied", "noop")  # the results a green check stands for
 REFUSED = "CreateFailed"  # the phase of a resource whose create the backend refused
-ADOPTION_BUILT = importlib.util.find_spec("reconciler.adoption") is not None
+ADOPTION_BUILT = importlib.util.find_spec("nodus_gitops.adoption") is not None
 # Faults armed for one sync: (operation, Job name) -> how the provider fails it; after a
 # commit, None (no sync) or the faults of the sync that follows it.
 Faults = dict[tuple[str, str], str]

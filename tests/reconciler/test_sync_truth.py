@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import yaml
+from nodus_gitops import metrics
+from nodus_gitops.floor.identity import ANNOTATION_SPEC_HASH, ResourceKey
+from nodus_gitops.plan import spec_hash
+from nodus_gitops.providers.base import FakeProvider, Observed
 
-from providers.base import FakeProvider, Observed
-from reconciler import metrics
-from reconciler.identity import ANNOTATION_SPEC_HASH, ResourceKey
-from reconciler.plan import spec_hash
 from tests.fixtures_git import ManifestRepo
 from tests.reconciler.test_reconcile import job
 from tests.reconciler.test_sync_machine import BINDING, ROOT, SyncRig, crash_text
@@ -214,7 +214,7 @@ def test_self_heal_creates_a_run_gone_from_the_backend(manifest_repo: ManifestRe
 # A process killed in the middle of a sync left it pending in the history forever.
 def test_a_sync_left_pending_by_a_stopped_process_reads_as_an_error(
         manifest_repo: ManifestRepo, tmp_path: Path) -> None:
-    from reconciler.sync import BindingSync
+    from nodus_gitops.sync import BindingSync
 
     rig = applied_first(manifest_repo, tmp_path, {"a.yaml": job("a")})
     sha = push(manifest_repo, {"b.yaml": job("b")})

@@ -5,9 +5,8 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
-from reconciler.gpu import effective_min_memory
-from reconciler.validation import validate_files
+from nodus_gitops.gpu import effective_min_memory
+from nodus_gitops.validation import validate_files
 
 JOB = """\
 apiVersion: nodus.dev/v1

@@ -19,8 +19,8 @@ import httpx
 import pygit2
 import pytest
 import yaml
+from nodus_gitops import sdk as nodus
 
-from reconciler import sdk as nodus
 from tests.fixtures_git import GitHttpServer, ManifestRepo, git, serve_git_http
 from tests.support.local_runs import stop_local_runs
 
@@ -119,7 +119,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         log = base / "serve.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "reconciler.cli", "serve", "--config", str(config)],
+                [sys.executable, "-m", "nodus_gitops.cli", "serve", "--config", str(config)],
                 stdout=out, stderr=subprocess.STDOUT, cwd=base,
                 env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2])})
         world = World(git, repo, f"http://127.0.0.1:{port}", base / "state", base / "cache",

@@ -8,7 +8,7 @@ from tests.sdk.conftest import World
 
 
 def test_from_python_example(configured: World, capsys) -> None:
-    from reconciler import sdk as nodus
+    from nodus_gitops import sdk as nodus
 
     sweep = nodus.Sweep(
         {"image": "nodus/pytorch",

@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from reconciler import sdk as nodus
-from reconciler.sdk import manifest as mf
-from reconciler.sdk.views import View, snake
+from nodus_gitops import sdk as nodus
+from nodus_gitops.sdk import manifest as mf
+from nodus_gitops.sdk.views import View, snake
 
 EXAMPLE = Path(__file__).parents[2] / "examples-repo" / "sweeps" / "batch-size.yaml"
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 
 import pytest
+from nodus_gitops import sdk as nodus
+from nodus_gitops.sdk import gitrepo
 
-from reconciler import sdk as nodus
-from reconciler.sdk import gitrepo
 from tests.sdk.conftest import AUTHOR, World, poll
 
 QUICK = {"image": "python:3.12-slim", "command": ["python3", "-c", "pass"], "timeout": "5m"}

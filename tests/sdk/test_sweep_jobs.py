@@ -3,7 +3,8 @@ cells that never started (maxParallel, then a cancel) have no Job to list."""
 
 from __future__ import annotations
 
-from reconciler import sdk as nodus
+from nodus_gitops import sdk as nodus
+
 from tests.sdk.conftest import World, poll
 
 SLEEP = {"image": "python:3.12-slim", "command": ["python3", "-c", "import time; time.sleep(120)"]}

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
+from nodus_gitops.state import Store
 
-from state import Store
 from tests.state.support import TickingClock
 
 

@@ -11,9 +11,9 @@ import multiprocessing
 import traceback
 from typing import Any
 
-from reconciler.identity import ResourceKey
-from state import InventoryRecord, Store
-from state.migrations import LATEST
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.state import InventoryRecord, Store
+from nodus_gitops.state.migrations import LATEST
 
 WRITES = 200  # per process and per kind of write: 4 x 200 = 800 transactions each
 SHARED = [ResourceKey("Job", "proj-a", f"shared-{i}") for i in range(5)]

@@ -8,13 +8,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.state import Store
+from nodus_gitops.state import migrations as m
+from nodus_gitops.state.models import Lease, Replica
 from sqlalchemy import Connection, create_engine, inspect, text
 from sqlmodel import SQLModel
 
-from reconciler.errors import ConfigError
-from state import Store
-from state import migrations as m
-from state.models import Lease, Replica
 from tests.state.support import execute
 
 OpenStore = Callable[..., Store]

@@ -7,9 +7,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.state import InventoryRecord, Store
 
-from reconciler.identity import ResourceKey
-from state import InventoryRecord, Store
 from tests.state.support import TickingClock
 
 OpenStore = Callable[..., Store]

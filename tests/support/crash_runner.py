@@ -13,10 +13,11 @@ import sys
 import time
 from pathlib import Path
 
-from reconciler.config import Binding, Settings
-from reconciler.leases import LeaseKeeper
-from reconciler.service import Service
-from state.store import Store
+from nodus_gitops.config import Binding, Settings
+from nodus_gitops.leases import LeaseKeeper
+from nodus_gitops.service import Service
+from nodus_gitops.state.store import Store
+
 from tests.support.dir_provider import DirProvider
 
 

@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from providers.base import Observed, Workload
-from reconciler.errors import NotFoundError, PermanentError
-from reconciler.identity import ResourceKey
+from nodus_gitops.floor.errors import NotFoundError, PermanentError
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.providers.base import Observed, Workload
 
 
 class DirProvider:

@@ -11,9 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-
-from providers.jsonfiles import read_json
-from providers.local import procs, runfs
+from nodus_gitops.providers.jsonfiles import read_json
+from nodus_gitops.providers.local import procs, runfs
 
 
 def stop_local_runs(root: Path) -> None:

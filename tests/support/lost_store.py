@@ -11,15 +11,15 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import unquote
 
+from nodus_gitops.adoption import adopt_owned
+from nodus_gitops.config import Binding
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.providers.base import Provider
+from nodus_gitops.state.records import InventoryRecord
+from nodus_gitops.state.store import Store
+from nodus_gitops.sync import BindingSync, SyncReport
 from sqlalchemy import create_engine, text
 
-from providers.base import Provider
-from reconciler.adoption import adopt_owned
-from reconciler.config import Binding
-from reconciler.identity import ResourceKey
-from reconciler.sync import BindingSync, SyncReport
-from state.records import InventoryRecord
-from state.store import Store
 from tests.fixtures_git import ManifestRepo
 from tests.fixtures_postgres import PG_URL
 

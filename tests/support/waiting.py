@@ -7,9 +7,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from providers.base import Observed
-from reconciler.identity import ResourceKey
-from reconciler.phases import is_terminal
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.phases import is_terminal
+from nodus_gitops.providers.base import Observed
 
 Until = Callable[[Observed], bool] | str | None
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+from nodus_gitops.web.server import start_server
 
-from reconciler.web.server import start_server
 from tests.web.seed import Seeded, seed
 
 

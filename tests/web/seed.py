@@ -11,11 +11,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from reconciler.config import Binding, Settings
-from reconciler.identity import ResourceKey
-from reconciler.service import Service
-from state.records import InventoryRecord
-from state.store import Store
+from nodus_gitops.config import Binding, Settings
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.service import Service
+from nodus_gitops.state.records import InventoryRecord
+from nodus_gitops.state.store import Store
 
 XSS_SCRIPT = "<script>alert(1)</script>"
 XSS_IMG = '"><img src=x onerror=alert(1)>'

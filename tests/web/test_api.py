@@ -10,12 +10,12 @@ from pathlib import Path
 
 import httpx
 import pytest
+from nodus_gitops import metrics
+from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.output import resource_object
+from nodus_gitops.state.store import Store
+from nodus_gitops.web import server
 
-from reconciler import metrics
-from reconciler.errors import ConfigError
-from reconciler.output import resource_object
-from reconciler.web import server
-from state.store import Store
 from tests.web.conftest import serve
 from tests.web.seed import BAD_NAME, PROJECT, SHA1, SHA2, Seeded, seed
 
@@ -251,7 +251,7 @@ def test_refresh_asks_the_service_for_a_sync(client: httpx.Client, seeded: Seede
 
 def test_hooks_go_to_the_hooks_module(client: httpx.Client,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    from reconciler.web import hooks
+    from nodus_gitops.web import hooks
 
     calls = []
 

@@ -21,7 +21,8 @@ pytestmark = [
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
 pytest.importorskip("pytest_playwright", reason="pip install pytest-playwright")
 
-from reconciler.identity import ResourceKey  # noqa: E402
+from nodus_gitops.floor.identity import ResourceKey  # noqa: E402
+
 from tests.web.conftest import serve  # noqa: E402
 from tests.web.seed import BAD_NAME, PROJECT, XSS_IMG, XSS_SCRIPT, Seeded, seed  # noqa: E402
 

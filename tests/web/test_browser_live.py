@@ -34,7 +34,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     clone = clone_with_examples(tmp)
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-P", "-m", "reconciler.cli", "serve", "--repo", ".", "--path",
+        [sys.executable, "-P", "-m", "nodus_gitops.cli", "serve", "--repo", ".", "--path",
          "examples-repo", "--listen", f"127.0.0.1:{port}", "--interval", "1s"],
         cwd=clone, env={**os.environ, "NODUS_GITOPS_HOME": str(tmp / "state")},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

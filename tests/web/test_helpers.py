@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
-from reconciler.web.api import commit_url
-from reconciler.web.html import Safe, esc, tag
-from reconciler.web.redact import MASK, mask
-from reconciler.web.svg import _axis
+from nodus_gitops.web.api import commit_url
+from nodus_gitops.web.html import Safe, esc, tag
+from nodus_gitops.web.redact import MASK, mask
+from nodus_gitops.web.svg import _axis
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

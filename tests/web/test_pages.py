@@ -8,8 +8,8 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+from nodus_gitops.state.records import InventoryRecord
 
-from state.records import InventoryRecord
 from tests.web.seed import BAD_NAME, PROJECT, SHA1, SHA2, XSS_SCRIPT, Seeded
 
 PAGES = ["/", "/resources", "/history", f"/resources/Job/{PROJECT}/hello",
@@ -78,7 +78,7 @@ def test_resources_table_filters_and_sorts(client: httpx.Client) -> None:
 
 
 def test_resources_table_pages_by_fifty(client: httpx.Client, seeded: Seeded) -> None:
-    from reconciler.identity import ResourceKey
+    from nodus_gitops.floor.identity import ResourceKey
 
     for i in range(60):
         seeded.store.upsert_resource(InventoryRecord(

@@ -6,8 +6,7 @@ from __future__ import annotations
 from decimal import Decimal as D
 
 import pytest
-
-from reconciler.workloads.budget import Spend, share
+from nodus_gitops.workloads.budget import Spend, share
 
 DIME = D("0.1")  # USD a second
 

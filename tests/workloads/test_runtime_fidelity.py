@@ -15,19 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from providers.base import Observed, Workload
-from providers.local.config import LocalConfig, RateCard
-from providers.local.provider import LocalProvider
-from reconciler.identity import (
+from nodus_gitops.floor.identity import (
     LABEL_INSTANCE,
     LABEL_MANAGED_BY,
     LABEL_SWEEP,
     MANAGED_BY_VALUE,
     ResourceKey,
 )
-from reconciler.phases import is_terminal
-from reconciler.workloads import CONTROLLERS, CompositeProvider
+from nodus_gitops.floor.phases import is_terminal
+from nodus_gitops.providers.base import Observed, Workload
+from nodus_gitops.providers.local.config import LocalConfig, RateCard
+from nodus_gitops.providers.local.provider import LocalProvider
+from nodus_gitops.workloads import CONTROLLERS, CompositeProvider
+
 from tests.fixtures_git import ManifestRepo
 from tests.workloads.test_workloads_local import PY, Cluster, pipeline, stage, sweep
 

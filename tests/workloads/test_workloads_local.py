@@ -8,14 +8,14 @@ import time
 from pathlib import Path
 
 import pytest
+from nodus_gitops.composite import sweep_cells
+from nodus_gitops.config import Binding, Settings
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.phases import is_terminal
+from nodus_gitops.providers.registry import build_provider
+from nodus_gitops.service import Service
+from nodus_gitops.state.store import Store
 
-from providers.registry import build_provider
-from reconciler.composite import sweep_cells
-from reconciler.config import Binding, Settings
-from reconciler.identity import ResourceKey
-from reconciler.phases import is_terminal
-from reconciler.service import Service
-from state.store import Store
 from tests.fixtures_git import ManifestRepo
 
 PY = "python3"
@@ -245,7 +245,7 @@ def test_a_stage_own_lower_cap_holds_only_that_stage(manifest_repo, tmp_path) ->
 
 
 def test_get_prints_the_seeds_columns(cluster: Cluster) -> None:
-    from reconciler.output import resources_table
+    from nodus_gitops.output import resources_table
 
     cluster.push({"s.yaml": sweep("cols", UNITS)})
     done = cluster.wait("Sweep", "cols")

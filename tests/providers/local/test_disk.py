@@ -1,0 +1,147 @@
+"""A Job cannot take the reconciler's disk: a log flood on a small file system is cut to
+its head and tail while syncs and lease renewals go on, and new runs wait while free
+space, less what the Job may write, is under the floor. (The attacks on the output cap
+itself, held by a filesystem of the Job's own: test_local_runfs.py.)"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from nodus_gitops.config import Binding, Settings
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.phases import FIXES
+from nodus_gitops.leases import LeaseKeeper
+from nodus_gitops.providers.local.diskuse import tree_bytes
+from nodus_gitops.providers.registry import build_provider
+from nodus_gitops.service import Service
+from nodus_gitops.state.store import Store
+
+from tests.fixtures_git import ManifestRepo
+from tests.providers.local.conftest import HAS_BWRAP, Local, local_config
+from tests.support.local_runs import small_tmpfs
+from tests.support.waiting import wait_for
+
+FLOOD_JOB = """apiVersion: nodus.dev/v1
+kind: Job
+metadata:
+  name: flood
+spec:
+  command:
+    - python3
+    - -c
+    - |
+      import sys
+      print("first line of the flood")
+      line = "x" * 1023 + "\\n"
+      for _ in range(40 * 1024):
+          sys.stdout.write(line)
+      print("last line of the flood")
+"""
+QUIET_JOB = """apiVersion: nodus.dev/v1
+kind: Job
+metadata:
+  name: quiet
+spec:
+  command: [python3, -c, "print('still here')"]
+"""
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 24 MiB tmpfs: the state directory's whole disk."""
+    with small_tmpfs(tmp_path / "disk", "24m") as disk:
+        yield disk
+
+
+@pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap is not installed")
+def test_a_log_flood_on_a_small_disk_leaves_syncs_and_leases_working(
+        small_disk: Path, manifest_repo: ManifestRepo) -> None:
+    state = small_disk / "state"
+    # each Job may write 2 MiB: with the floor, what the disk must have free for one
+    settings = {"type": "local", "prestartSupervisor": False, "detectGpus": False,
+                "maxLogBytes": "1Mi", "maxOutputBytes": "2Mi", "minFreeBytes": "4Mi"}
+    store = Store.open(None, state)
+    binding = Binding(id="w", url=manifest_repo.push_url, project="p")
+    service = Service(Settings(state_dir=state, bindings=(binding,)), store,
+                      provider_factory=lambda name: build_provider(name, settings, state))
+    leases = LeaseKeeper(store, ["w"], replica="r1", ttl=30)
+    manifest_repo.write("flood.yaml", FLOOD_JOB)
+    manifest_repo.commit("flood")
+    manifest_repo.push()
+    assert service.reconcile("w").result == "applied"
+    provider = build_provider("local", settings, state)
+    flood = ResourceKey("Job", "p", "flood")
+    done, finished = wait_for(provider, flood, timeout=120)
+    assert finished and done.phase == "Succeeded", done
+    log = list(provider.logs(flood))
+    assert log[0] == "first line of the flood" and log[-1] == "last line of the flood"
+    assert any("bytes of this log were cut" in line for line in log)
+    run_log = next((state / "local" / "p" / "flood" / "logs").glob("0-*.log"))
+    assert run_log.stat().st_size < 1.1 * (1 << 20)
+
+    gained, _ = leases.tick()
+    assert gained == {"w"} and leases.holds("w")
+    manifest_repo.write("quiet.yaml", QUIET_JOB)
+    manifest_repo.commit("quiet")
+    manifest_repo.push()
+    report = service.reconcile("w")
+    assert report.result == "applied", (report.result, report.message)
+    leases.tick()
+    assert leases.holds("w")
+    quiet, finished = wait_for(provider, ResourceKey("Job", "p", "quiet"), timeout=60)
+    assert finished and quiet.phase == "Succeeded"
+    assert os.statvfs(small_disk).f_bavail > 0
+
+
+
+MANY_FILES = """
+import os, time
+out = os.environ["NODUS_OUTPUTS_DIR"]
+for i in range(40):  # 40 files of 100 KiB: none alone reaches the cap
+    with open(os.path.join(out, f"part-{i}"), "wb") as f:
+        f.write(b"x" * 100 * 1024)
+time.sleep(60)
+"""
+ONE_FILE = """
+import os
+with open(os.path.join(os.environ["NODUS_OUTPUTS_DIR"], "big"), "wb") as f:
+    for _ in range(40):
+        f.write(b"x" * 100 * 1024)
+"""
+
+
+@pytest.mark.parametrize("how", ["many files", "one file"])
+def test_a_job_writing_past_the_output_cap_fails_with_the_fix(local_factory, how):
+    local = local_factory(max_output_bytes="1Mi")
+    k = local.create("writer", MANY_FILES if how == "many files" else ONE_FILE)
+    done = local.wait(k, timeout=30)
+    assert (done.phase, done.reason) == ("Failed", "OutputLimitExceeded"), done
+    assert "maxOutputBytes (1048576)" in done.message
+    assert done.fix == FIXES["OutputLimitExceeded"] and "maxOutputBytes" in done.fix
+    assert tree_bytes([local.run(k).outputs]) < 1.2 * (4 << 20)
+
+
+def test_new_runs_wait_while_the_disk_is_under_the_floor(small_disk: Path) -> None:
+    local = Local(small_disk / "local", local_config(min_free_bytes="8Mi",
+                                                     max_output_bytes="1Mi"))
+    try:
+        ballast = small_disk / "ballast"
+        ballast.write_bytes(b"\0" * (20 << 20))  # leaves about 4 MiB of 24
+        k = local.create("patient", "print('ran')")
+        waiting = local.wait(k, lambda o: any(c["type"] == "DiskPressure"
+                                              for c in o.status["conditions"]))
+        assert waiting.phase == "Queued" and waiting.status["startTime"] is None
+        cond = next(c for c in waiting.status["conditions"] if c["type"] == "DiskPressure")
+        assert (cond["status"], cond["reason"]) == ("True", "LowDiskSpace")
+        assert "minFreeBytes" in cond["message"]
+        assert "WaitingForDisk" in [e["reason"] for e in local.run(k).read_events()]
+        ballast.unlink()
+        done = local.wait(k)
+        assert done.phase == "Succeeded" and local.log(k) == "ran"
+        cond = next(c for c in done.status["conditions"] if c["type"] == "DiskPressure")
+        assert cond["status"] == "False"
+    finally:
+        local.cleanup()
