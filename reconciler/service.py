@@ -15,7 +15,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from nodus_gitops.config import Settings
 from nodus_gitops.floor.results import RUNS
 from nodus_gitops.leases import DEFAULT_TTL, LeaseKeeper
-from nodus_gitops.metrics import MeteredProvider
+from nodus_gitops.metered import MeteredProvider
 from nodus_gitops.providers.base import Provider
 from nodus_gitops.providers.registry import build_provider
 from nodus_gitops.state.store import Store
