@@ -2,7 +2,8 @@
 
 The JSON Schemas stay the one source of truth; this module converts them to the
 Kubernetes *structural* subset so `kubectl apply -f job.yaml` works against a cluster
-that serves nodus.dev/v1. The rules it applies: every `$ref` is inlined; every node has a
+that serves nodus.dev/v1. The rules it applies: every `$ref` is inlined (`schema_refs`,
+as for validation) and an `allOf` that leaves is laid flat; every node has a
 `type` (unions become `x-kubernetes-int-or-string` where that fits, else untyped with
 `x-kubernetes-preserve-unknown-fields`); keywords Kubernetes rejects are dropped (`const`
 becomes a one-value `enum`); `additionalProperties: false` is omitted because structural
@@ -16,7 +17,7 @@ import re
 from typing import Any
 
 import yaml
-from nodus_gitops import schemas
+from nodus_gitops.schema_refs import inlined_kind_schema, join_required
 
 GROUP = "nodus.dev"
 VERSION = "v1"
@@ -62,10 +63,7 @@ def render_crds() -> str:
 
 def openapi_schema(kind: str) -> dict[str, Any]:
     """The structural `openAPIV3Schema` of one kind."""
-    documents = {name: schemas.load(name)
-                 for name in (schemas.SHARED_FILE, *schemas.KIND_FILES.values())}
-    filename = schemas.KIND_FILES[kind]
-    source = inline_refs(documents[filename], documents, filename)
+    source = flatten_all_of(inlined_kind_schema(kind))
     props = source.get("properties", {})
     # At the root the API server owns apiVersion, kind and metadata: it allows no more
     # than their types there (metadata.name is checked by the server's own rules).
@@ -109,23 +107,33 @@ def _crd(kind: str, plural: str) -> dict[str, Any]:
     }
 
 
-def inline_refs(node: Any, documents: dict[str, dict], current: str) -> Any:
-    """Replace every `$ref` (`#/$defs/x` or `file#/$defs/x`) by its target; keywords
-    beside the `$ref` (a description, an extra `required`) are laid over the target."""
+def flatten_all_of(node: Any) -> Any:
+    """`node` with every `allOf` laid into the node that holds it: members in order, that
+    node's own keywords last. `required` lists add up and `properties` too (one named on
+    both sides is laid flat the same way), so the server prunes no field the schema
+    allows; any other keyword comes from the last part that has it. Inlining a `$ref`
+    whose siblings clash with its target leaves an `allOf`, and a structural schema needs
+    its types and properties outside one; what this loosens `nodus-gitops validate`
+    still checks."""
     if isinstance(node, list):
-        return [inline_refs(n, documents, current) for n in node]
+        return [flatten_all_of(n) for n in node]
     if not isinstance(node, dict):
         return node
-    node = {k: inline_refs(v, documents, current) for k, v in node.items() if k != "$defs"}
-    ref = node.pop("$ref", None)
-    if not isinstance(ref, str):
+    node = {k: flatten_all_of(v) for k, v in node.items()}
+    if not isinstance(node.get("allOf"), list):
         return node
-    file, _, name = ref.partition("#/$defs/")
-    file = file or current
-    target = inline_refs(documents[file]["$defs"][name], documents, file)
-    merged = {**target, **node}
-    if "required" in target and "required" in node:
-        merged["required"] = sorted(set(target["required"]) | set(node["required"]))
+    merged: dict[str, Any] = {}
+    for part in (*node.pop("allOf"), node):
+        laid = {**merged, **part}
+        if "required" in merged and "required" in part:
+            laid["required"] = join_required(merged["required"], part["required"])
+        if isinstance(merged.get("properties"), dict) and isinstance(part.get("properties"),
+                                                                     dict):
+            laid["properties"] = {**merged["properties"], **part["properties"]}
+            for name in merged["properties"].keys() & part["properties"].keys():
+                laid["properties"][name] = flatten_all_of(
+                    {"allOf": [merged["properties"][name], part["properties"][name]]})
+        merged = laid
     return merged
 
 

@@ -15,10 +15,8 @@ from typing import Any
 
 import fastjsonschema
 from jsonschema import Draft202012Validator, ValidationError
-from nodus_gitops import schemas
 from nodus_gitops.manifests import FieldPath
-
-_ANNOTATION_KEYWORDS = frozenset({"description", "title", "default", "examples"})
+from nodus_gitops.schema_refs import inlined_kind_schema
 
 
 def show(value: Any) -> str:
@@ -26,34 +24,9 @@ def show(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _inline_refs(node: Any, documents: dict[str, dict], current: str) -> Any:
-    """Replace every `$ref` (`#/$defs/x` or `defs.schema.json#/$defs/x`) by its content, so
-    validating a document never resolves a reference (several times faster)."""
-    if isinstance(node, list):
-        return [_inline_refs(n, documents, current) for n in node]
-    if not isinstance(node, dict):
-        return node
-    node = {k: _inline_refs(v, documents, current) for k, v in node.items() if k != "$defs"}
-    ref = node.get("$ref")
-    if not isinstance(ref, str) or "#/$defs/" not in ref:
-        return node
-    file, _, name = ref.partition("#/$defs/")
-    file = file or current
-    target = _inline_refs(documents[file]["$defs"][name], documents, file)
-    siblings = {k: v for k, v in node.items() if k != "$ref"}
-    clash = any(k in target and target[k] != v and k not in _ANNOTATION_KEYWORDS
-                for k, v in siblings.items())
-    if clash:  # keep the exact meaning of `$ref` beside other keywords
-        return {"allOf": [target], **siblings}
-    return {**target, **siblings}
-
-
 @cache
 def _validator(kind: str) -> Draft202012Validator:
-    documents = {name: schemas.load(name) for name in
-                 (schemas.SHARED_FILE, *schemas.KIND_FILES.values())}
-    filename = schemas.KIND_FILES[kind]
-    schema = _inline_refs(documents[filename], documents, filename)
+    schema = inlined_kind_schema(kind)
     schema.pop("$id", None)
     return Draft202012Validator(schema)
 

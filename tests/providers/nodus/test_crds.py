@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import yaml
-from nodus_gitops.crds import crds, inline_refs, openapi_schema, render_crds, structural
+from nodus_gitops.crds import crds, flatten_all_of, openapi_schema, render_crds, structural
 
 from tests.providers.nodus.conftest import TESTDATA
 
@@ -233,11 +233,17 @@ def test_structural_conversion_rules(node: dict, expected: dict) -> None:
     assert structural(node) == expected
 
 
-def test_refs_are_inlined_with_their_siblings_laid_over() -> None:
-    docs = {"a.json": {"$defs": {"x": {"type": "object", "required": ["p"],
-                                       "description": "target"}}},
-            "b.json": {"properties": {"f": {"$ref": "a.json#/$defs/x", "required": ["q"],
-                                            "description": "here"}},
-                       "$defs": {"unused": {}}}}
-    assert inline_refs(docs["b.json"], docs, "b.json") == {"properties": {"f": {
-        "type": "object", "required": ["p", "q"], "description": "here"}}}
+def test_an_all_of_left_by_inlining_is_laid_flat() -> None:
+    # `{"$ref": x, "properties": {...}}` whose target has other properties inlines to an
+    # allOf (schema_refs); the CRD lays it into one node that prunes no allowed field.
+    inlined = {"properties": {"f": {
+        "allOf": [{"type": "object", "required": ["p"], "description": "target",
+                   "properties": {"p": {"type": "string"}, "r": {"type": "string"}}}],
+        "required": ["q"], "description": "here",
+        "properties": {"q": {"type": "integer"}, "r": {"maxLength": 3}}}}}
+    flat = flatten_all_of(inlined)
+    assert flat == {"properties": {"f": {
+        "type": "object", "required": ["p", "q"], "description": "here",
+        "properties": {"p": {"type": "string"}, "r": {"type": "string", "maxLength": 3},
+                       "q": {"type": "integer"}}}}}
+    assert structural(flat["properties"]["f"])["type"] == "object"
