@@ -22,6 +22,7 @@ from nodus_gitops.floor.identity import ResourceKey
 MAX_FILE_BYTES = 1024 * 1024
 # Expanded node count above which a document that uses aliases is an alias bomb.
 MAX_EXPANDED_NODES = 100_000
+# The file endings of a manifest: the one list (the Git source and the SDK go by it too).
 MANIFEST_SUFFIXES = (".yaml", ".yml")
 
 PathPart = str | int
@@ -336,6 +337,7 @@ def bulk_loading() -> Iterator[None]:
 
 
 def is_manifest_path(path: str) -> bool:
+    """Whether a file of this name is read as manifests (`.yaml` or `.yml`)."""
     return path.endswith(MANIFEST_SUFFIXES)
 
 

@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pygit2
 from nodus_gitops.floor.errors import ConfigError, SourceError
+from nodus_gitops.manifests import is_manifest_path
 from nodus_gitops.sdk import errors
-from nodus_gitops.source import YAML_SUFFIXES, Credentials, GitSource
+from nodus_gitops.source import Credentials, GitSource
 from pygit2.enums import FileMode
 
 PUSH_ATTEMPTS = 5
@@ -130,7 +131,7 @@ class Repository(GitSource):
         if tip is not None:
             index.read_tree(self._commit(tip).tree)
         for path, content in edit.files.items():
-            if not path.endswith(YAML_SUFFIXES):
+            if not is_manifest_path(path):
                 raise errors.ConfigError(f"{path}: the SDK writes YAML manifests only")
             blob = self._repo.create_blob(content)
             index.add(pygit2.IndexEntry(path, blob, FileMode.BLOB))
