@@ -8,8 +8,10 @@ fails is logged and left unrecorded, so the next identical post tries again.
 
 `build_poster` turns the `checks:` settings into the writers of one repo binding: check
 writers, and with the binding's `comments: true` the plan comment writer of each hosted
-one (same API, same token). A binding with `credentials: {githubApp: true}` writes to
-GitHub with the App's installation token, as check runs unless `mode` says otherwise.
+one (same API, same token). The bindings of one process share one `HostLimiter`, passed
+in, so writes to a host are paced across all of them. A binding with `credentials:
+{githubApp: true}` writes to GitHub with the App's installation token, as check runs
+unless `mode` says otherwise.
 """
 
 from __future__ import annotations
@@ -142,10 +144,12 @@ _DEFAULT_TOKEN_ENV = {"github": "GITHUB_TOKEN", "gitlab": "GITLAB_TOKEN", "gitea
 
 
 def build_poster(store: CheckStore, checks_settings: Mapping[str, Any] | None,
-                 binding: Binding, **options: Any) -> CheckPoster:
+                 binding: Binding, *, limiter: HostLimiter | None = None,
+                 **options: Any) -> CheckPoster:
     """The poster of `binding`: its check writers, and its comment writers when the
-    binding has `comments: true` (options as for `build_writers`)."""
-    writers, commenters = _build(checks_settings, binding, **options)
+    binding has `comments: true` (options as for `build_writers`). A process that posts
+    for several bindings passes them all one `limiter`."""
+    writers, commenters = _build(checks_settings, binding, limiter=limiter, **options)
     if binding.comments and not commenters:
         raise ConfigError(f"repo binding {binding.id!r}: comments: true needs a host to "
                           "comment through: set checks.github, checks.gitlab or checks.gitea")
@@ -153,13 +157,14 @@ def build_poster(store: CheckStore, checks_settings: Mapping[str, Any] | None,
                        commenter=comments.PlanCommenter(commenters) if commenters else None)
 
 
-def build_writers(checks_settings: Mapping[str, Any] | None, binding: Binding,
-                  **options: Any) -> dict[str, CheckWriter]:
+def build_writers(checks_settings: Mapping[str, Any] | None, binding: Binding, *,
+                  limiter: HostLimiter | None = None, **options: Any) -> dict[str, CheckWriter]:
     """Writers for `binding` from settings like `{"gitnotes": {"push": true}, "github":
     {"tokenEnv": "GITHUB_TOKEN", "mode": "checks"}}`; `false` turns a writer off. With no
     settings, local git notes in the binding's mirror (`source`, or one under
-    `mirror_dir`). Share one `limiter` between bindings so writes to a host are paced."""
-    return _build(checks_settings, binding, **options)[0]
+    `mirror_dir`). `limiter` paces the writes to each host: share one between all the
+    bindings of a process (None: one of their own, for these writers only)."""
+    return _build(checks_settings, binding, limiter=limiter, **options)[0]
 
 
 def _build(
@@ -177,7 +182,8 @@ def _build(
     settings = dict(checks_settings or {})
     if not set(settings) - {"webhooks"} and (source is not None or mirror_dir is not None):
         settings = {**settings, "gitnotes": {}}
-    limiter = limiter or HostLimiter()
+    if limiter is None:
+        limiter = HostLimiter()
     writers: dict[str, CheckWriter] = {}
     commenters: dict[str, comments.CommentWriter] = {}
     for name, raw in settings.items():

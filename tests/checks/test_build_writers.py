@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 import respx
-from nodus_gitops.checks.base import split_repo_url
+from nodus_gitops.checks.base import HostLimiter, split_repo_url
 from nodus_gitops.checks.gitea import GiteaStatusWriter
 from nodus_gitops.checks.github import GitHubChecksWriter, GitHubStatusWriter
 from nodus_gitops.checks.gitlab import GitLabStatusWriter
@@ -184,3 +184,22 @@ def test_comments_need_a_hosted_writer(tmp_path: Path):
     with pytest.raises(ConfigError, match="comments: true needs a host to comment through"):
         build_poster(None, {"gitnotes": {}}, binding, mirror_dir=tmp_path)
     build_poster(None, {"github": {}}, binding, environ=ENV)  # GitHub can comment
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_bindings_given_one_limiter_pace_their_writes_to_a_host_together(shared: bool):
+    other = Binding(id="team-b", url="https://github.com/octo-org/eval-jobs.git")
+    limiter = HostLimiter() if shared else None
+    slept: list[float] = []
+    settings = {"github": {"minInterval": 30}}
+    writers = [build_writers(settings, binding, environ=ENV, limiter=limiter,
+                             sleep=slept.append)["github"] for binding in (GH, other)]
+    with respx.mock() as router:
+        router.post(url__regex=r"/statuses/").mock(return_value=recorded("github",
+                                                                         "status_created"))
+        for writer in writers:
+            writer.post(run())
+    if shared:  # the second binding waits for the first one's interval
+        assert len(slept) == 1 and 29 < slept[0] <= 30
+    else:  # without one, each binding paces only itself: today's default
+        assert slept == []
