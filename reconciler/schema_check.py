@@ -95,9 +95,7 @@ def _describe(error: ValidationError) -> Iterator[tuple[FieldPath, str, bool]]:
         yield path, f"{show(value)} must be at most {error.validator_value}", False
     elif keyword == "minItems":
         yield path, f"needs at least {error.validator_value} entries", False
-    elif keyword == "maxItems":
-        yield path, f"has {len(value)} entries; at most {error.validator_value} allowed", False
-    elif keyword == "maxProperties":
+    elif keyword in ("maxItems", "maxProperties"):
         yield path, f"has {len(value)} entries; at most {error.validator_value} allowed", False
     elif keyword == "maxLength":
         yield path, f"{show(value)} is longer than {error.validator_value} characters", False
