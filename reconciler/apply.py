@@ -32,6 +32,7 @@ from nodus_gitops.floor.identity import (
 )
 from nodus_gitops.floor.phases import FIXES, Phase, Reason, is_terminal
 from nodus_gitops.floor.results import ActionType, JournalOp
+from nodus_gitops.floor.retry import RetryPolicy
 from nodus_gitops.plan import Action, Plan, merge_patch
 from nodus_gitops.providers.base import Observed, Provider, Workload
 from nodus_gitops.state.records import IntentRecord, InventoryRecord
@@ -50,19 +51,9 @@ class ApplyContext:
     sync_id: int | None = None
 
 
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Transient provider errors: exponential backoff with jitter, Retry-After honoured."""
-
-    attempts: int = 4
-    base_delay: float = 0.5
-    max_delay: float = 30.0
-
-    def delay(self, attempt: int, hint: float | None, rng: random.Random) -> float:
-        if hint is not None:
-            return min(hint, self.max_delay)
-        ceiling = min(self.base_delay * 2**attempt, self.max_delay)
-        return ceiling / 2 + rng.random() * ceiling / 2
+# Transient provider errors: 4 attempts, equal-jitter backoff from 0.5 s doubling up to
+# 30 s; a backend's Retry-After is honoured, capped at 30 s.
+PROVIDER_RETRY = RetryPolicy(attempts=4, base_delay=0.5, max_delay=30.0)
 
 
 class Refreshed(NamedTuple):
@@ -174,7 +165,7 @@ CHUNK = 200
 class Applier:
     """Runs plans for one binding through one provider, recording into the store."""
 
-    def __init__(self, store: Store, provider: Provider, *, retry: RetryPolicy = RetryPolicy(),
+    def __init__(self, store: Store, provider: Provider, *, retry: RetryPolicy = PROVIDER_RETRY,
                  sleep: Callable[[float], None] = time.sleep,
                  rng: random.Random | None = None,
                  clock: Callable[[], datetime] = lambda: datetime.now(UTC),
@@ -350,14 +341,10 @@ class Applier:
     # --- retries and recovery ------------------------------------------------------------
 
     def _call(self, fn: Callable[[], Any]) -> Any:
-        for attempt in range(self.retry.attempts):
-            try:
-                return fn()
-            except TransientError as e:
-                if attempt == self.retry.attempts - 1:
-                    raise
-                self.sleep(self.retry.delay(attempt, e.delay, self.rng))
-        raise AssertionError("unreachable")
+        """`fn()`, with a TransientError retried as the policy says; the last one raised."""
+        retrying = self.retry.retrying(TransientError, sleep=self.sleep, rng=self.rng,
+                                       hint=lambda e: getattr(e, "delay", None))
+        return retrying(fn)
 
     def resolve_pending(self, binding_id: str | None = None) -> list[IntentRecord]:
         """Finish every intent a killed process left pending, oldest first: whatever the

@@ -13,7 +13,6 @@ import fnmatch
 import hashlib
 import logging
 import os
-import random
 import re
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -25,6 +24,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import pygit2
 from nodus_gitops.floor.errors import ConfigError, SourceError
+from nodus_gitops.floor.retry import Backoff as Backoff  # re-exported (sync.py)
 from nodus_gitops.manifests import MAX_FILE_BYTES, Oversized
 from pygit2.enums import CredentialType, FileMode, RepositoryOpenFlag
 
@@ -136,25 +136,6 @@ class CommitInfo:
     email: str
     message: str  # first line only
     time: datetime  # author time, in the author's UTC offset
-
-
-@dataclass(frozen=True)
-class Backoff:
-    """Delay after `failures` consecutive failures to reach a remote: 1, 2, 4 ... 300 s.
-
-    Each delay is drawn from [d/2, d] ("equal jitter") so that reconcilers sharing a
-    remote do not retry in step; `rng` is injected so tests are deterministic.
-    """
-
-    rng: random.Random
-    base: float = 1.0
-    cap: float = 300.0
-
-    def next_delay(self, failures: int) -> float:
-        if failures <= 0:
-            return 0.0
-        ceiling = min(self.cap, self.base * 2.0 ** min(failures - 1, 32))
-        return ceiling / 2 + self.rng.random() * ceiling / 2
 
 
 def redact(url: str) -> str:

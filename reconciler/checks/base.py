@@ -2,9 +2,10 @@
 
 `CheckWriter.post` either shows the check or raises `TransientError(delay)` (worth trying
 again later) or `PermanentError` (the request or the setup is wrong). `ApiClient` is where
-every host's HTTP behaviour lives: a minimum interval between writes per host, retries with
-equal-jitter backoff on 429 and 5xx, GitHub's rate-limit headers honoured, and waits too
-long to sleep through turned into a `TransientError` so a reconcile never stalls on a check.
+every host's HTTP behaviour lives: a minimum interval between writes per host, retries
+(floor.retry's policy, on tenacity) with equal-jitter backoff on 429 and 5xx, GitHub's
+rate-limit headers honoured, and waits too long to sleep through turned into a
+`TransientError` so a reconcile never stalls on a check.
 A 401 is tried once more when the token source has a fresher token (a GitHub App
 installation token that expired between two requests). Paginated lists follow the
 `Link: rel="next"` header, on the same API only. Tokens reach only the Authorization
@@ -13,7 +14,6 @@ header: never a log line, a repr or an exception.
 
 from __future__ import annotations
 
-import email.utils
 import logging
 import random
 import re
@@ -27,9 +27,12 @@ from typing import Any, Protocol, runtime_checkable
 from urllib.parse import urlsplit
 
 import httpx
+import tenacity
 from nodus_gitops.checks.model import CheckRun
 from nodus_gitops.floor.errors import NotFoundError, PermanentError, TransientError
-from nodus_gitops.source import Backoff, redact
+from nodus_gitops.floor.retry import RetryPolicy as _Policy
+from nodus_gitops.floor.retry import retry_after
+from nodus_gitops.source import redact
 
 log = logging.getLogger("nodus_gitops.checks")
 
@@ -156,12 +159,24 @@ class HostLimiter:
 
 
 @dataclass(frozen=True)
-class RetryPolicy:
+class RetryPolicy(_Policy):
+    """429s, 5xx and broken connections: 4 attempts, equal-jitter backoff from 1 s doubling
+    up to 30 s; a host's Retry-After or rate-limit reset is honoured up to `max_wait`."""
+
     attempts: int = 4
     base_delay: float = 1.0
     max_delay: float = 30.0
     max_wait: float = 90.0  # longest wait slept inline; longer ones go back to the caller
     secondary_wait: float = 60.0  # GitHub: a secondary limit without headers: wait >= 1 min
+
+
+class _Again(Exception):
+    """One failed exchange worth trying again after `delay` seconds (internal)."""
+
+    def __init__(self, message: str, delay: float) -> None:
+        super().__init__(message)
+        self.message = message
+        self.delay = delay
 
 
 @dataclass
@@ -185,7 +200,7 @@ class ApiClient:
     def __post_init__(self) -> None:
         self.base_url = self.base_url.rstrip("/")
         self.host = urlsplit(self.base_url).netloc
-        self._backoff = Backoff(self.rng, self.retry.base_delay, self.retry.max_delay)
+        self._backoff = self.retry.backoff(self.rng)
         self._client = httpx.Client(
             headers={"User-Agent": "nodus-gitops", **self.headers},
             timeout=self.timeout, transport=self.transport, follow_redirects=False)
@@ -227,39 +242,50 @@ class ApiClient:
                   params: Mapping[str, str] | None, needs: str,
                   written: Callable[[], Any] | None) -> httpx.Response | _Written:
         where = f"{method} {self.host}{path}"
-        renewed = False
-        attempt = 0
-        while True:
-            attempt += 1
-            self._wait_turn(method, where)
-            token = self.token.get()
-            try:
-                response = self._client.request(
-                    method, url, content=None if json is None else _json_body(json),
-                    params=params, headers={**self.auth(token), **(
-                        {"Content-Type": "application/json"} if json is not None else {})})
-            except httpx.TransportError as exc:
-                delay = self._backoff.next_delay(attempt)
-                self._again_or_raise(attempt, delay, f"{where}: {type(exc).__name__}")
-                if written is not None and (found := written()) is not None:
-                    return _Written(found)
-                continue
-            self._note_exhaustion(response)
-            if response.is_success:
-                return response
-            if response.status_code == 401 and not renewed and self.token.renew(token):
-                renewed, attempt = True, attempt - 1  # expired: once more, fresh token
-                log.info("token refused, retrying with a fresh one",
-                         extra={"host": self.host, "request": where})
-                continue
-            delay = self._retry_delay(response, attempt)
-            if delay is None:
-                raise self._permanent(response, where, token, needs)
-            self._again_or_raise(attempt, delay, _scrub(
-                f"{where} answered {response.status_code}: {_api_message(response)}", token))
-            if written is not None and response.status_code >= 500 and (
-                    found := written()) is not None:
-                return _Written(found)
+        renewed = False  # a 401 is tried once more with a fresh token, at once
+        unsure = False  # the last failure may have left the write done
+        retrying = self.retry.retrying(_Again, sleep=self.sleep, rng=self.rng,
+                                       hint=lambda e: getattr(e, "delay", None),
+                                       before_sleep=self._log_retry)
+        try:
+            for attempt in retrying:
+                with attempt:
+                    if unsure and written is not None and (found := written()) is not None:
+                        return _Written(found)
+                    number = attempt.retry_state.attempt_number
+                    while True:
+                        self._wait_turn(method, where)
+                        token = self.token.get()
+                        try:
+                            response = self._client.request(
+                                method, url,
+                                content=None if json is None else _json_body(json),
+                                params=params, headers={**self.auth(token), **(
+                                    {"Content-Type": "application/json"}
+                                    if json is not None else {})})
+                        except httpx.TransportError as exc:
+                            unsure = True
+                            raise _Again(f"{where}: {type(exc).__name__}",
+                                         self._backoff.next_delay(number)) from None
+                        self._note_exhaustion(response)
+                        if response.is_success:
+                            return response
+                        if response.status_code == 401 and not renewed and self.token.renew(
+                                token):
+                            renewed = True
+                            log.info("token refused, retrying with a fresh one",
+                                     extra={"host": self.host, "request": where})
+                            continue
+                        break
+                    delay = self._retry_delay(response, number)
+                    if delay is None:
+                        raise self._permanent(response, where, token, needs)
+                    unsure = response.status_code >= 500
+                    raise _Again(_scrub(f"{where} answered {response.status_code}: "
+                                        f"{_api_message(response)}", token), delay)
+        except _Again as failed:  # out of attempts, or a wait too long to sleep through
+            raise TransientError(failed.message, delay=failed.delay) from None
+        raise AssertionError("unreachable")  # tenacity re-raises the last failure
 
     # -- pacing -------------------------------------------------------------------------
 
@@ -282,12 +308,12 @@ class ApiClient:
             if seconds is not None:
                 self.limiter.block_for(self.host, max(0.0, seconds - self.wall()) + 1)
 
-    def _again_or_raise(self, attempt: int, delay: float, message: str) -> None:
-        if attempt >= self.retry.attempts or delay > self.retry.max_wait:
-            raise TransientError(message, delay=delay)
+    def _log_retry(self, state: tenacity.RetryCallState) -> None:
+        failed = state.outcome.exception() if state.outcome is not None else None
+        delay = state.next_action.sleep if state.next_action is not None else 0.0
         log.warning("check write failed, retrying",
-                    extra={"host": self.host, "error": message, "delay": round(delay, 2)})
-        self.sleep(delay)
+                    extra={"host": self.host, "error": getattr(failed, "message", str(failed)),
+                           "delay": round(delay, 2)})
 
     def _retry_delay(self, response: httpx.Response, attempt: int) -> float | None:
         """Seconds to wait before trying again, or None when retrying cannot help."""
@@ -298,9 +324,9 @@ class ApiClient:
         if not (status >= 500 or (status in (403, 429) and limited)):
             return None
         if "retry-after" in headers:
-            retry_after = _retry_after(headers["retry-after"], self.wall())
-            if retry_after is not None:
-                return retry_after
+            asked = retry_after(headers["retry-after"], self.wall())
+            if asked is not None:
+                return asked
         if headers.get("x-ratelimit-remaining") == "0" and "x-ratelimit-reset" in headers:
             return self.limiter.blocked_for(self.host)  # set by _note_exhaustion
         backoff = self._backoff.next_delay(attempt)
@@ -365,15 +391,4 @@ def _number(value: str) -> float | None:
     try:
         return float(value)
     except ValueError:
-        return None
-
-
-def _retry_after(value: str, now: float) -> float | None:
-    """Retry-After is delta-seconds or an HTTP date (RFC 9110)."""
-    seconds = _number(value)
-    if seconds is not None:
-        return max(0.0, seconds)
-    try:
-        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - now)
-    except (TypeError, ValueError):
         return None
