@@ -1,34 +1,54 @@
 # nodus-gitops: the reconciler service, non-root, with the local backend's tools.
-#   docker build -t nodus-gitops .
+#   docker build -t nodus-gitops --build-arg VERSION=0.1.0 \
+#     --build-arg SOURCE_URL="$(git remote get-url origin)" .
 #   docker run -p 8080:8080 -v nodus-state:/var/lib/nodus-gitops \
 #     -v "$PWD/config.yaml:/etc/nodus-gitops/config.yaml:ro" nodus-gitops
-# Stage 1 builds a wheel; stage 2 installs it with the runtime dependencies only.
+# Stage 1 builds a wheel with the locked build tools (requirements-build.lock); stage 2
+# installs the locked runtime dependencies (requirements.lock, hashes required) and then
+# the wheel alone. Refresh the locks as the README's Install section says.
 FROM python:3.11.10-slim-bookworm AS build
 WORKDIR /src
+COPY requirements-build.lock ./
+RUN pip install --no-cache-dir --require-hashes -r requirements-build.lock
 COPY pyproject.toml README.md ./
 COPY reconciler ./reconciler
 COPY providers ./providers
 COPY state ./state
 COPY schemas ./schemas
-RUN pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
+RUN pip wheel --no-cache-dir --no-deps --no-build-isolation --wheel-dir /wheels .
 
 FROM python:3.11.10-slim-bookworm
+ARG VERSION=0.1.0
+ARG SOURCE_URL=""
+LABEL org.opencontainers.image.title="nodus-gitops" \
+      org.opencontainers.image.description="GitOps reconciler for Nodus GPU workloads (Job, Pipeline, Sweep)" \
+      org.opencontainers.image.source="${SOURCE_URL}" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}"
 # git for source.git checkouts of the local backend, bubblewrap to isolate its runs.
 RUN apt-get update \
     && apt-get install -y --no-install-recommends git=1:2.39.* bubblewrap=0.8.* \
     && rm -rf /var/lib/apt/lists/*
+COPY requirements.lock /tmp/requirements.lock
 COPY --from=build /wheels /wheels
-RUN pip install --no-cache-dir /wheels/*.whl "psycopg[binary]>=3.1" && rm -rf /wheels \
+RUN pip install --no-cache-dir --require-hashes -r /tmp/requirements.lock \
+    && pip install --no-cache-dir --no-deps /wheels/*.whl \
+    && pip check \
+    && rm -rf /wheels /tmp/requirements.lock \
     && useradd --system --create-home --uid 10001 nodus \
     && mkdir -p /var/lib/nodus-gitops /etc/nodus-gitops \
     && chown nodus /var/lib/nodus-gitops
 USER 10001
+# NODUS_GITOPS_LISTEN is the listen setting here: it overrides the config file's `listen`
+# (a `--listen` flag would override both, but the health check cannot see flags). The
+# health check probes the address it names (0.0.0.0 as 127.0.0.1), bypassing any proxy.
+# To serve elsewhere: docker run -e NODUS_GITOPS_LISTEN=0.0.0.0:9000 -p 9000:9000 ...
 ENV NODUS_GITOPS_HOME=/var/lib/nodus-gitops \
     NODUS_GITOPS_LISTEN=0.0.0.0:8080 \
     PYTHONUNBUFFERED=1
 VOLUME ["/var/lib/nodus-gitops"]
 EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s \
-    CMD ["python", "-c", "import urllib.request as u; u.urlopen('http://127.0.0.1:8080/healthz', timeout=4)"]
+    CMD ["python", "-c", "import os, urllib.request as u; h, _, p = (os.environ.get('NODUS_GITOPS_LISTEN') or '127.0.0.1:8080').rpartition(':'); h = h if h not in ('', '0.0.0.0') else '127.0.0.1'; u.build_opener(u.ProxyHandler({})).open(f'http://{h}:{p}/healthz', timeout=4)"]
 ENTRYPOINT ["nodus-gitops"]
 CMD ["serve", "--config", "/etc/nodus-gitops/config.yaml"]

@@ -27,7 +27,9 @@ fi
 python3 -m venv .venv
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
-python -m pip install -q -e ".[test]"
+python -m pip install -q --require-hashes -r requirements-test.lock
+python -m pip install -q --no-deps -e .
+python -m pip check
 
 # A single-node Slurm cluster for tests/providers/slurm (installs slurm-wlm, slurmrestd and munge
 # when missing; needs root). Without it those tests skip and say why.
