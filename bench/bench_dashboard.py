@@ -31,6 +31,7 @@ from nodus_gitops.state import engine as engines
 from nodus_gitops.state.models import InventoryItem
 from nodus_gitops.state.store import Store
 from nodus_gitops.web.server import start_server
+from nodus_gitops.wiring import build_service
 
 TARGET_MS = 200.0
 PHASES = ["Queued", "Running", "Succeeded", "Succeeded", "Succeeded", "Failed", "Suspended",
@@ -80,7 +81,7 @@ def seed(state_dir: Path, count: int) -> tuple[Service, Store]:
     store = Store.open(state_dir=state_dir)
     settings = Settings(state_dir=state_dir, listen="127.0.0.1:0", bindings=tuple(
         Binding(b, f"https://github.com/acme/{b}.git", project="bench") for b in BINDINGS))
-    service = Service(settings, store, provider_factory=lambda name: FakeProvider())
+    service = build_service(settings, store, provider_factory=lambda name: FakeProvider())
     rng, now = random.Random(7), datetime.now(UTC)
     rows = [_row(i, rng, now) for i in range(count)]
     table = InventoryItem.__table__  # type: ignore[attr-defined]

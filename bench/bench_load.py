@@ -26,8 +26,8 @@ from bench_reconcile import Repo  # noqa: E402
 from nodus_gitops.config import Binding, Settings  # noqa: E402
 from nodus_gitops.leases import LeaseKeeper  # noqa: E402
 from nodus_gitops.providers.base import FakeProvider  # noqa: E402
-from nodus_gitops.service import Service  # noqa: E402
 from nodus_gitops.state.store import Store  # noqa: E402
+from nodus_gitops.wiring import build_service  # noqa: E402
 
 
 def bindings(remote: str, halves: int) -> tuple[Binding, ...]:
@@ -42,7 +42,7 @@ def replica(name: str, state: str, remote: str, halves: int, state_dir: str,
     store = Store.open(state)
     settings = Settings(state_dir=Path(state_dir) / name, instance="load",
                         bindings=bindings(remote, halves))
-    service = Service(settings, store, provider_factory=lambda _n: FakeProvider())
+    service = build_service(settings, store, provider_factory=lambda _n: FakeProvider())
     service.leases = LeaseKeeper(store, service.syncs, replica=name, ttl=6)
     service.follow_up = False
 

@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from nodus_gitops.config import Binding, Settings  # noqa: E402
 from nodus_gitops.providers.base import FakeProvider  # noqa: E402
-from nodus_gitops.service import Service  # noqa: E402
 from nodus_gitops.state.store import Store  # noqa: E402
+from nodus_gitops.wiring import build_service  # noqa: E402
 
 from tests.fixtures_git import serve_git_http  # noqa: E402
 
@@ -108,7 +108,8 @@ class Setup:
         settings = Settings(state_dir=root / "state", instance="bench", bindings=(binding,),
                             checks={"gitnotes": False})
         self.provider = FakeProvider()
-        self.service = Service(settings, self.store, provider_factory=lambda _n: self.provider)
+        self.service = build_service(settings, self.store,
+                                     provider_factory=lambda _n: self.provider)
         self.service.follow_up = False  # the sync alone, not the status reads after it
         self.changes = 0
         self.times: dict[str, list[float]] = {"poll": [], "change": []}

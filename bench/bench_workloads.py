@@ -21,8 +21,8 @@ from nodus_gitops.floor.phases import is_terminal
 from nodus_gitops.plan import spec_hash
 from nodus_gitops.providers.base import Workload
 from nodus_gitops.providers.registry import build_provider
-from nodus_gitops.service import Service
 from nodus_gitops.state.store import Store
+from nodus_gitops.wiring import build_service
 from nodus_gitops.workloads.base import Record
 from nodus_gitops.workloads.sweep import SweepController
 
@@ -48,7 +48,7 @@ def through_the_controller(root: Path, cells: int, parallel: int) -> float:
     state = root / "state-a"
     store = Store.open(None, state)
     binding = Binding(id="bench", url=str(root / "remote.git"), project="p")
-    service = Service(Settings(state_dir=state, bindings=(binding,)), store,
+    service = build_service(Settings(state_dir=state, bindings=(binding,)), store,
                       provider_factory=lambda n: build_provider(n, LOCAL, state))
     start = time.perf_counter()
     assert service.reconcile("bench").result == "applied"

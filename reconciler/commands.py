@@ -19,10 +19,11 @@ from nodus_gitops.leases import LeaseKeeper, replica_name
 from nodus_gitops.logging_setup import setup_logging
 from nodus_gitops.manifests import iter_manifest_files, outside_link
 from nodus_gitops.output import describe, dump, plan_text, resource_object, resources_table
-from nodus_gitops.plan import ActionType
+from nodus_gitops.plan import ActionType, plan
 from nodus_gitops.state.store import Store
-from nodus_gitops.sync import BindingSync
+from nodus_gitops.sync import InventoryView, plan_options
 from nodus_gitops.validation import resource_summary, validate_files
+from nodus_gitops.wiring import build_service, git_source
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 EXIT_CHANGES = 2  # `plan`: changes pending
@@ -89,13 +90,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     binding = _single_binding(settings, args)
     store = open_store(settings)
-    sync = BindingSync(binding, store, provider=None, instance=settings.instance,  # type: ignore[arg-type]
-                       mirror_dir=settings.state_dir / "mirrors")
-    tip = sync.source.fetch()
-    commit = sync.source.resolve(args.ref) if args.ref else tip
-    tree = DesiredTree.read(commit, binding.project, sync.source.read_tree(commit, binding.path))
+    source = git_source(settings, binding)
+    tip = source.fetch()
+    commit = source.resolve(args.ref) if args.ref else tip
+    tree = DesiredTree.read(commit, binding.project, source.read_tree(commit, binding.path))
     problems = tree.problems
-    the_plan = sync.plan_commit(tree)
+    # Pure: the same function the sync applies, against what the store recorded; nothing
+    # is built to apply it and nothing is written.
+    inventory, observed = InventoryView(store, binding.id).state()
+    the_plan = plan(tree.desired(), inventory, observed, plan_options(binding))
     server = server_dry_run(settings, binding, the_plan, tree, commit) if not problems else {}
     problems += [p for result in server.values() for p in result["problems"]]
     if args.output == "json":
@@ -150,9 +153,7 @@ def server_dry_run(settings: Settings, binding, the_plan, tree: DesiredTree,
 
 
 def _service(settings: Settings, store: Store):
-    from nodus_gitops.service import Service
-
-    return Service(settings, store)
+    return build_service(settings, store)
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:

@@ -12,12 +12,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from apscheduler.schedulers.background import BackgroundScheduler
-from nodus_gitops.config import Settings
+from nodus_gitops.config import Binding, Settings
 from nodus_gitops.floor.results import RUNS
 from nodus_gitops.leases import DEFAULT_TTL, LeaseKeeper
 from nodus_gitops.metered import MeteredProvider
 from nodus_gitops.providers.base import Provider
 from nodus_gitops.providers.registry import build_provider
+from nodus_gitops.repos import match_bindings
 from nodus_gitops.state.store import Store
 from nodus_gitops.sync import BindingSync, SyncReport
 from nodus_gitops.workloads.expiry import ExpiresFinished
@@ -34,6 +35,9 @@ TRIGGER_WAIT_SECONDS = 120
 class Service:
     settings: Settings
     store: Store
+    # Builds each binding's sync with its Git source and commit reporter: the composition
+    # root's `wiring.build_sync` (so the service never imports the checks above it).
+    sync_factory: Callable[[Binding, Provider], BindingSync] | None = None
     provider_factory: Callable[[str], Provider] | None = None
     syncs: dict[str, BindingSync] = field(default_factory=dict)
     locks: dict[str, threading.Lock] = field(default_factory=dict)
@@ -51,13 +55,12 @@ class Service:
         providers: dict[str, Provider] = {}
         factory = self.provider_factory or (lambda name: build_provider(
             name, self.settings.provider_settings(name), self.settings.state_dir))
+        if self.sync_factory is None:
+            raise TypeError("a Service gets its syncs from wiring.build_service")
         for binding in self.settings.bindings:
             if binding.provider not in providers:
                 providers[binding.provider] = MeteredProvider(factory(binding.provider))
-            self.syncs[binding.id] = BindingSync(
-                binding, self.store, providers[binding.provider],
-                instance=self.settings.instance,
-                mirror_dir=self.settings.state_dir / "mirrors", checks=self.settings.checks)
+            self.syncs[binding.id] = self.sync_factory(binding, providers[binding.provider])
             self.locks[binding.id] = threading.Lock()
 
     def reconcile(self, binding_id: str, *, force: bool = False,
@@ -124,9 +127,11 @@ class Service:
 
     def bindings_for_repo(self, names: Iterable[str]) -> list[str]:
         """Bindings following the repository a webhook names (by `owner/repo` path)."""
-        from nodus_gitops.web.hooks import match_bindings
-
         return match_bindings(names, [(b, s.binding.url) for b, s in self.syncs.items()])
+
+    def branch_of(self, binding_id: str) -> str | None:
+        """The branch `binding_id` tracks (a pull request's plan is only for its base)."""
+        return next((b.branch for b in self.settings.bindings if b.id == binding_id), None)
 
     def trigger_preview(self, binding_id: str, ref: str | None, head_sha: str | None,
                         number: int | None = None) -> bool:

@@ -11,24 +11,20 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 from nodus_gitops import failpoints, metrics
 from nodus_gitops.adoption import adopt_owned
 from nodus_gitops.apply import Applier, ApplyContext, ChangeSet
-from nodus_gitops.checks import compose
-from nodus_gitops.checks.poster import build_poster
-from nodus_gitops.checks.review import review_of
 from nodus_gitops.config import Binding
 from nodus_gitops.desired import DesiredTree
 from nodus_gitops.floor.errors import ProviderError, SourceError
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.phases import is_terminal
 from nodus_gitops.floor.problems import Problem
-from nodus_gitops.floor.results import RUNS, ActionType, SyncResult
+from nodus_gitops.floor.results import RUNS, ActionType, SyncResult, counts_text
+from nodus_gitops.outcomes import CommitReporter
 from nodus_gitops.plan import Live, Plan, PlanOptions, Recorded, plan
 from nodus_gitops.providers.base import Provider
 from nodus_gitops.source import Backoff, GitSource
@@ -112,19 +108,18 @@ class BindingSync:
     """Reconciles one repo binding; never runs two syncs at once (the caller's lock)."""
 
     def __init__(self, binding: Binding, store: Store, provider: Provider, *, instance: str,
-                 mirror_dir: Path, backoff: Backoff | None = None,
-                 checks: Mapping[str, Any] | None = None,
+                 source: GitSource, reporter: CommitReporter, backoff: Backoff | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.binding = binding
         self.store = store
         self.applier = Applier(store, provider)
         self.instance = instance
-        self.source = GitSource(binding.url, binding.branch, mirror_dir, binding.credentials())
+        self.source = source
+        self.reporter = reporter  # the commit checks, built by the composition root
         self.backoff = backoff or Backoff(random.Random())
         self.clock = clock
         self.failures = 0
         self.retry_at = 0.0  # after a failed poll, not before this (clock) time
-        self.poster = build_poster(store, checks, binding, source=self.source)
         self.open_runs: dict[str, set[ResourceKey]] = {}  # commit -> resources it started
         self.previewed: dict[str, str] = {}  # preview branch -> the last SHA planned
         self.tree: DesiredTree | None = None
@@ -136,9 +131,7 @@ class BindingSync:
         # Whether the store knew the binding when this process started (None: not asked
         # yet); without that history, the first sync adopts what the backend holds.
         self.had_history: bool | None = None
-        self.options = PlanOptions(binding.allow_empty, binding.max_deletions, binding.self_heal)
-        store.upsert_binding(binding.id, binding.url, binding.branch, binding.path,
-                             binding.project)
+        self.options = plan_options(binding)
 
     def forget_cached_state(self) -> None:
         """Drop what this process remembers of the binding (the parsed tree, the
@@ -206,8 +199,7 @@ class BindingSync:
             records = [r for k in sorted(keys) if (r := self.store.get_resource(k))]
             if all(is_terminal(r.phase) for r in records):
                 del self.open_runs[commit]
-                self.poster.post(compose.run_check(self.binding.id, self.binding.url, commit,
-                                                   self.instance, records))
+                self.reporter.runs_finished(commit, records)
         return len(changed)
 
     def preview(self, ref: str, head_sha: str | None = None,
@@ -225,10 +217,7 @@ class BindingSync:
         problems = tree.problems
         inventory, observed = self.inventory.state()
         result = None if problems else plan(tree.desired(), inventory, observed, self.options)
-        review = review_of(self.binding, self.instance, commit, result, problems,
-                           self.applier.provider, self.store)
-        self.poster.post(compose.plan_check(review))
-        self.poster.comment(review, ref, number)
+        self.reporter.planned(commit, result, problems, ref, number)
         return result, problems
 
     def _preview_commit(self, ref: str, head_sha: str | None,
@@ -317,8 +306,7 @@ class BindingSync:
         with self.store.batch():  # one durable commit for both
             self.store.record_poll(self.binding.id, head, None)
             sync_id = self.store.start_sync(self.binding.id, head)
-        self.poster.post(compose.pending(self.binding.id, self.binding.url, head, self.instance,
-                                         "sync", "planning and applying"))
+        self.reporter.sync_started(head)
         try:
             self._recover()
             self._sync_commit(head, sync_id, report)
@@ -391,14 +379,12 @@ class BindingSync:
                                   if a.action != ActionType.NOOP or a.record)
         self.retry_commit = any(o.transient for o in report.changes.failed)
         report.result = _result(report.plan, report.changes)
-        report.message = compose.counts_text(report.changes.summary())
+        report.message = counts_text(report.changes.summary())
         launched = {o.action.key for o in report.changes.outcomes if o.ok and o.action.action
                     in RUNS}
         if self.binding.check_workloads and launched:
             self.open_runs[head] = launched
-            self.poster.post(compose.pending(self.binding.id, self.binding.url, head,
-                                             self.instance, "run",
-                                             f"{len(launched)} resources running"))
+            self.reporter.runs_started(head, len(launched))
 
     def _finish(self, head: str, sync_id: int, report: SyncReport, started: float) -> None:
         """Record the sync's result, the binding's error and applied commit, count it and
@@ -423,11 +409,15 @@ class BindingSync:
                 self.store.record_poll(self.binding.id, head, report.message)
             self.store.finish_sync(sync_id, report.result, report.message, plan_json, summary)
         metrics.observe_sync(self.binding.id, report.result, time.perf_counter() - started)
-        self.poster.post(compose.sync_check(
-            self.binding.id, self.binding.url, head, self.instance, report.result,
-            report.message, report.problems, report.plan, summary))
+        self.reporter.sync_finished(head, report.result, report.message, report.problems,
+                                    report.plan, summary)
         log.info("sync finished", extra={"binding": self.binding.id, "commit": head,
                                          "result": report.result.value})
+
+
+def plan_options(binding: Binding) -> PlanOptions:
+    """The plan's guards as `binding` sets them."""
+    return PlanOptions(binding.allow_empty, binding.max_deletions, binding.self_heal)
 
 
 def _result(plan: Plan, changes: ChangeSet) -> SyncResult:

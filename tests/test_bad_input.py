@@ -13,9 +13,9 @@ import pytest
 from nodus_gitops.cli import main
 from nodus_gitops.config import Binding, Settings
 from nodus_gitops.providers.base import FakeProvider
-from nodus_gitops.service import Service
 from nodus_gitops.state.store import Store
 from nodus_gitops.validation import validate_files
+from nodus_gitops.wiring import build_service
 
 from tests.fixtures_git import ManifestRepo, git
 
@@ -104,7 +104,7 @@ def test_a_binding_full_of_bad_input_never_stops_another(
     bindings = (Binding(id="bad", url=manifest_repo.push_url, path="bad", project="b"),
                 Binding(id="good", url=manifest_repo.push_url, path="good", project="g"))
     provider = FakeProvider()
-    service = Service(Settings(state_dir=tmp_path / "s", bindings=bindings),
+    service = build_service(Settings(state_dir=tmp_path / "s", bindings=bindings),
                       Store.open(None, tmp_path / "s"), provider_factory=lambda _n: provider)
     reports = {r.binding: r for r in service.reconcile_all()}
     assert reports["bad"].result == "invalid" and len(reports["bad"].problems) >= 100

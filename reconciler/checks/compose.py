@@ -10,7 +10,7 @@ from nodus_gitops.checks.github import MAX_OUTPUT_TEXT
 from nodus_gitops.checks.model import Annotation, CheckRun, CheckState, context_name
 from nodus_gitops.checks.review import PlanReview
 from nodus_gitops.floor.problems import Problem
-from nodus_gitops.floor.results import ActionType, SyncResult
+from nodus_gitops.floor.results import ActionType, SyncResult, counts_text
 from nodus_gitops.plan import Plan
 from nodus_gitops.state.records import InventoryRecord
 
@@ -37,11 +37,6 @@ def _action_lines(plan: Plan) -> list[str]:
     if len(shown) > MAX_LINES:
         lines.append(f"- ... and {len(shown) - MAX_LINES} more")
     return lines
-
-
-def counts_text(summary: dict[str, int]) -> str:
-    """`1 created, 2 unchanged`: the counts a sync message and a check title show."""
-    return ", ".join(f"{n} {k}" for k, n in summary.items() if n) or "nothing to do"
 
 
 def pending(binding_id: str, repo: str, commit: str, instance: str, kind: str,

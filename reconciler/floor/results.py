@@ -63,3 +63,8 @@ class JournalOp(StrEnum):
     CREATE = "create"
     PATCH = "patch"
     DELETE = "delete"
+
+
+def counts_text(summary: dict[str, int]) -> str:
+    """`1 created, 2 unchanged`: the counts a sync message and a check title show."""
+    return ", ".join(f"{n} {k}" for k, n in summary.items() if n) or "nothing to do"

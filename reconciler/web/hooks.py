@@ -18,11 +18,10 @@ import hashlib
 import hmac
 import json
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
-from urllib.parse import urlsplit
 
 MAX_BODY_BYTES = 1024 * 1024
 HOSTS = ("github", "gitea", "gitlab", "generic")
@@ -44,7 +43,11 @@ class HookEvent:
 
 
 class HookService(Protocol):
+    """What a webhook needs of the service (the Service implements it)."""
+
     def bindings_for_repo(self, names: tuple[str, ...]) -> list[str]: ...
+
+    def branch_of(self, binding_id: str) -> str | None: ...
 
     def trigger(self, binding_id: str) -> bool: ...
 
@@ -139,13 +142,13 @@ def handle(service: HookService, host: str, headers: Mapping[str, str], body: by
         return 202, {"triggered": [], "note": "ping received"}
     if event.kind == "other":
         return 202, {"triggered": [], "note": "this event does not trigger a sync"}
-    bindings = _bindings_for(service, event.repo_names)
+    bindings = service.bindings_for_repo(event.repo_names)
     if not bindings:
         return 202, {"triggered": [], "note": "no repo binding follows this repository"}
     if event.kind == "pull_request":
         # Its plan is against the branch it merges into: only a binding of that branch
         # may say what merging applies.
-        bindings = [b for b in bindings if event.base and _branch(service, b) == event.base]
+        bindings = [b for b in bindings if event.base and service.branch_of(b) == event.base]
         if not bindings:
             note = ("the pull request names no base branch" if not event.base else
                     f"no repo binding of this repository tracks the base branch {event.base!r}")
@@ -154,51 +157,12 @@ def handle(service: HookService, host: str, headers: Mapping[str, str], body: by
     for binding_id in bindings:
         if event.kind == "push":
             started = service.trigger(binding_id)
-        elif hasattr(service, "trigger_preview"):
+        else:
             started = service.trigger_preview(binding_id, event.ref, event.head_sha,
                                               event.pr_number)
-        else:
-            return 202, {"triggered": [], "note": "this service does not run previews"}
         if started is not False:
             triggered.append(binding_id)
     return 202, {"triggered": triggered, "event": event.kind}
-
-
-def repo_key(name: str) -> str:
-    """How a repository is compared: `owner/repo` (a full name, or a URL's path), lower-case,
-    without `.git`, user info, scheme or host."""
-    if "://" in name:
-        path = urlsplit(name).path
-    elif ":" in name.split("/", 1)[0]:  # git@host:owner/repo.git
-        path = name.split(":", 1)[1]
-    else:
-        path = name
-    return path.strip("/").removesuffix(".git").lower()
-
-
-def match_bindings(names: Iterable[str], bindings: Iterable[tuple[str, str]]) -> list[str]:
-    """Ids of the `(id, url)` bindings whose repository is one of `names`. Compared by path
-    only: a webhook triggers a fetch from the binding's own URL, so a match is a hint."""
-    wanted = {repo_key(n) for n in names if n}
-    return [binding_id for binding_id, url in bindings if repo_key(url) in wanted]
-
-
-def _bindings_for(service: Any, names: tuple[str, ...]) -> list[str]:
-    if hasattr(service, "bindings_for_repo"):
-        return list(service.bindings_for_repo(names))
-    settings = getattr(service, "settings", None)  # a Service without the lookup yet
-    return match_bindings(names, [(b.id, b.url) for b in getattr(settings, "bindings", ())])
-
-
-def _branch(service: Any, binding_id: str) -> str | None:
-    """The branch `binding_id` tracks: from its sync (a Service), else from the settings."""
-    sync = (getattr(service, "syncs", None) or {}).get(binding_id)
-    binding = getattr(sync, "binding", None)
-    if binding is None:
-        settings = getattr(service, "settings", None)
-        binding = next((b for b in getattr(settings, "bindings", ()) if b.id == binding_id),
-                       None)
-    return getattr(binding, "branch", None)
 
 
 def _branch_name(ref: Any) -> str | None:

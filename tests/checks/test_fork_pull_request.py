@@ -12,8 +12,8 @@ import httpx
 import respx
 from nodus_gitops.config import load_settings
 from nodus_gitops.providers.base import FakeProvider
-from nodus_gitops.service import Service
 from nodus_gitops.state.store import Store
+from nodus_gitops.wiring import build_service
 
 from tests.checks.support import recorded
 from tests.fixtures_git import ManifestRepo, git, serve_git_http
@@ -40,7 +40,7 @@ def test_a_fork_pull_request_from_its_main_is_planned_at_its_own_head(
                           "    comments: true\nchecks:\n  github: {tokenEnv: GH_TOKEN}\n")
         settings = load_settings(str(config), environ={},
                                  overrides={"state_dir": str(tmp_path / "state")})
-        service = Service(settings, Store.open(None, tmp_path),
+        service = build_service(settings, Store.open(None, tmp_path),
                           provider_factory=lambda _n: FakeProvider())
         repo = ManifestRepo(server.root / "octo-org", "gpu-jobs", tmp_path / "work")
         repo.write("a.yaml", JOB.format(name="a"))
@@ -76,7 +76,7 @@ def test_a_merge_request_head_and_a_stale_branch_name(tmp_path: Path) -> None:
         config.write_text(f"instance: ci\nrepos:\n  - id: team\n    url: {url}\n")
         settings = load_settings(str(config), environ={},
                                  overrides={"state_dir": str(tmp_path / "state")})
-        service = Service(settings, Store.open(None, tmp_path),
+        service = build_service(settings, Store.open(None, tmp_path),
                           provider_factory=lambda _n: FakeProvider())
         sync = service.syncs["team"]
         plan, problems = sync.preview("main", head, 3)

@@ -20,6 +20,7 @@ from nodus_gitops.providers.base import FakeProvider, Observed
 from nodus_gitops.service import Service
 from nodus_gitops.state.store import Store
 from nodus_gitops.web.hooks import handle, sign
+from nodus_gitops.wiring import build_service
 
 from tests.checks.support import app_key_pem, app_public_key, iso, recorded
 from tests.fixtures_git import ManifestRepo, git, serve_git_http
@@ -139,7 +140,7 @@ checks:
         settings = load_settings(str(config), environ={},
                                  overrides={"state_dir": str(tmp_path / "state")})
         store = Store.open(None, tmp_path)
-        service = Service(settings, store, provider_factory=lambda _n: PricedProvider())
+        service = build_service(settings, store, provider_factory=lambda _n: PricedProvider())
         repo = ManifestRepo(server.root / "octo-org", "gpu-jobs", tmp_path / "work")
         repo.write("a.yaml", JOB.format(name="a", cap="5.00"))
         main = repo.commit("a")
@@ -217,7 +218,7 @@ checks:
 """)
         settings = load_settings(str(config), environ={},
                                  overrides={"state_dir": str(tmp_path / "state")})
-        service = Service(settings, Store.open(None, tmp_path),
+        service = build_service(settings, Store.open(None, tmp_path),
                           provider_factory=lambda _n: FakeProvider())
         repo = ManifestRepo(server.root / "octo-org", "gpu-jobs", tmp_path / "work")
         repo.write("a.yaml", JOB.format(name="a", cap="5.00"))

@@ -9,11 +9,11 @@ from email.message import Message
 from types import SimpleNamespace
 
 import pytest
+from nodus_gitops.repos import match_bindings
 from nodus_gitops.web.hooks import (
     MAX_BODY_BYTES,
     HookEvent,
     handle,
-    match_bindings,
     parse_event,
     resolve_secret,
     verify,
@@ -36,6 +36,9 @@ class FakeService:
 
     def bindings_for_repo(self, names: tuple[str, ...]) -> list[str]:
         return sorted({b for name in names for b in self.bindings.get(name, [])})
+
+    def branch_of(self, binding_id: str) -> str | None:
+        return self.syncs[binding_id].binding.branch
 
     def trigger(self, binding_id: str) -> bool:
         self.triggered.append(binding_id)
@@ -243,29 +246,6 @@ def test_a_pull_request_without_its_base_branch_previews_nothing(host):
     assert service.previews == []
 
 
-def test_the_base_branch_of_a_service_without_syncs_comes_from_its_settings():
-    class Bare:  # what a review script drove: settings, and syncs not built yet
-        settings = SimpleNamespace(bindings=(
-            SimpleNamespace(id="prod", url="https://github.com/team/gpu-jobs.git",
-                            branch="main"),))
-        syncs = {"prod": None}
-        previews: list[str] = []
-
-        def trigger(self, binding_id):
-            return True
-
-        def trigger_preview(self, binding_id, ref, head_sha, number):
-            self.previews.append(binding_id)
-            return True
-
-    service = Bare()
-    for base, triggered in (("develop", []), ("main", ["prod"]), ("refs/heads/main", ["prod"])):
-        body, headers = _pr("generic", base=base)
-        status, answer = handle(service, "generic", headers, body, {"generic": SECRET})
-        assert (status, answer["triggered"]) == (202, triggered)
-    assert service.previews == ["prod", "prod"]
-
-
 def test_a_closed_pull_request_and_a_ping_trigger_nothing():
     service = _service("github")
     body = json.dumps({"action": "closed", "number": 7, "pull_request": {"head": {}},
@@ -333,24 +313,3 @@ def test_bindings_are_matched_by_repository_path_whatever_the_url_form():
     assert match_bindings(["team/gpu-jobs"], bindings) == ["a"]  # a local path is not it
     assert match_bindings(["https://github.com/team/other"], bindings) == ["b"]
     assert match_bindings(["someone/else"], bindings) == []
-
-
-def test_a_service_without_its_own_lookup_is_matched_from_its_bindings():
-    class Minimal:
-        settings = SimpleNamespace(bindings=(
-            SimpleNamespace(id="team-a", url="https://github.com/team/gpu-jobs.git"),))
-
-        def __init__(self):
-            self.triggered = []
-
-        def trigger(self, binding_id):
-            self.triggered.append(binding_id)
-            return True
-
-    service, body = Minimal(), push_body("github")
-    status, answer = handle(service, "github", signed("github", body), body,
-                            {"github": SECRET})
-    assert (status, answer["triggered"], service.triggered) == (202, ["team-a"], ["team-a"])
-    pr_body, headers = _pr("github")
-    status, answer = handle(service, "github", headers, pr_body, {"github": SECRET})
-    assert (status, answer["triggered"]) == (202, [])

@@ -11,6 +11,7 @@ from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.providers.base import FakeProvider, Observed
 from nodus_gitops.service import Service
 from nodus_gitops.state.store import Store
+from nodus_gitops.wiring import build_service
 
 from tests.fixtures_git import ManifestRepo, git
 
@@ -29,7 +30,7 @@ def make_service(repo: ManifestRepo, tmp: Path, **binding) -> tuple[Service, Fak
     b = Binding(id="team", url=repo.push_url, branch="main", project="team", **binding)
     settings = Settings(state_dir=tmp / "state", instance="ci", bindings=(b,),
                         checks={"gitnotes": {"push": True}})
-    return Service(settings, store, provider_factory=lambda _n: provider), provider
+    return build_service(settings, store, provider_factory=lambda _n: provider), provider
 
 
 def main_then_branch(repo: ManifestRepo, tmp: Path, branch: str, a_extra: str = "",

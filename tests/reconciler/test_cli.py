@@ -11,8 +11,8 @@ import pytest
 from nodus_gitops.cli import main
 from nodus_gitops.config import Binding, Settings
 from nodus_gitops.providers.base import FakeProvider
-from nodus_gitops.service import Service
 from nodus_gitops.state.store import Store
+from nodus_gitops.wiring import build_service
 
 from tests.fixtures_git import ManifestRepo
 
@@ -80,7 +80,7 @@ def test_plan_exit_codes_and_json(manifest_repo: ManifestRepo, tmp_path: Path) -
     store = Store.open(None, state)
     binding = Binding(id=flag_binding_id(manifest_repo), url=manifest_repo.push_url, project="p")
     provider = FakeProvider()
-    service = Service(Settings(state_dir=state, bindings=(binding,)), store,
+    service = build_service(Settings(state_dir=state, bindings=(binding,)), store,
                       provider_factory=lambda _n: provider)
     assert service.reconcile(binding.id).result == "applied"
     assert run_cli("plan", *common).returncode == 0

@@ -18,10 +18,10 @@ from nodus_gitops.config import Binding, binding_from_flags, load_settings
 from nodus_gitops.floor.identity import ANNOTATION_SOURCE_REPO
 from nodus_gitops.floor.phases import is_terminal
 from nodus_gitops.logging_setup import JsonFormatter
-from nodus_gitops.service import Service
 from nodus_gitops.source import Credentials
 from nodus_gitops.state.store import Store
 from nodus_gitops.web.server import start_server
+from nodus_gitops.wiring import build_service
 
 from tests.fixtures_git import ManifestRepo, serve_git_http
 
@@ -95,7 +95,7 @@ def test_a_password_in_the_url_authenticates_and_leaks_nowhere(
     assert not leaks(repr(settings))
 
     store = Store.open(None, settings.state_dir)
-    service = Service(settings, store)
+    service = build_service(settings, store)
     stop = None
     try:
         report = service.reconcile("team-a")
@@ -153,7 +153,7 @@ def test_a_wrong_password_in_the_url_fails_to_fetch(served, tmp_path: Path,
                              environ={})
     store = Store.open(None, settings.state_dir)
     try:
-        report = Service(settings, store).reconcile("team-a")
+        report = build_service(settings, store).reconcile("team-a")
         assert report is not None and not report.ok
         assert report.message.startswith(
             f"authentication failed for {server.url_for('private')}"), report.message

@@ -20,6 +20,7 @@ from nodus_gitops.providers.base import FakeProvider
 from nodus_gitops.service import Service
 from nodus_gitops.source import set_network_timeouts
 from nodus_gitops.state.store import Store
+from nodus_gitops.wiring import build_service
 
 from tests.fixtures_git import ManifestRepo
 
@@ -68,7 +69,7 @@ def service_for(repo: ManifestRepo, tmp: Path, provider: FakeProvider, url: str 
                 store: Store | None = None) -> Service:
     binding = Binding(id="f", url=url or repo.push_url, project="p")
     store = store or Store.open(None, tmp / "state")
-    return Service(Settings(state_dir=tmp / "state", bindings=(binding,)), store,
+    return build_service(Settings(state_dir=tmp / "state", bindings=(binding,)), store,
                    provider_factory=lambda _n: provider)
 
 

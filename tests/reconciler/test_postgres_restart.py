@@ -12,8 +12,8 @@ import pytest
 import sqlalchemy
 from nodus_gitops.config import Binding, Settings
 from nodus_gitops.providers.base import FakeProvider
-from nodus_gitops.service import Service
 from nodus_gitops.state.store import Store
+from nodus_gitops.wiring import build_service
 
 from tests.fixtures_git import ManifestRepo
 
@@ -55,7 +55,7 @@ def test_postgres_restart_during_a_sync(manifest_repo: ManifestRepo, pg_state_ur
     provider = FakeProvider(handler)
     store = Store.open(pg_state_url)
     binding = Binding(id="pg", url=manifest_repo.push_url, project="p")
-    service = Service(Settings(state_dir=tmp_path / "s", bindings=(binding,)), store,
+    service = build_service(Settings(state_dir=tmp_path / "s", bindings=(binding,)), store,
                       provider_factory=lambda _n: provider)
     service.follow_up = False
     for name in "abc":

@@ -9,8 +9,8 @@ import pytest
 from nodus_gitops.config import Binding, Settings
 from nodus_gitops.floor.identity import LABEL_MANAGED_BY, ResourceKey
 from nodus_gitops.providers.base import FakeProvider, Observed
-from nodus_gitops.service import Service
 from nodus_gitops.state.store import Store
+from nodus_gitops.wiring import build_service
 
 from tests.fixtures_git import ManifestRepo
 
@@ -39,7 +39,7 @@ class World:
         self.binding = Binding(id="team-a", url=repo.push_url, branch="main", path="manifests",
                                project="team-a", **binding)
         settings = Settings(state_dir=tmp / "state", instance="test", bindings=(self.binding,))
-        self.service = Service(settings, store, provider_factory=lambda _name: self.provider)
+        self.service = build_service(settings, store, provider_factory=lambda _name: self.provider)
 
     def push(self, files: dict[str, str | None], message: str = "change") -> str:
         for path, text in files.items():

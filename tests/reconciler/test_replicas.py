@@ -10,8 +10,8 @@ import pytest
 from nodus_gitops.config import Binding, Settings
 from nodus_gitops.leases import LeaseKeeper
 from nodus_gitops.providers.base import FakeProvider
-from nodus_gitops.service import Service
 from nodus_gitops.state.store import Store
+from nodus_gitops.wiring import build_service
 
 from tests.fixtures_git import ManifestRepo
 
@@ -34,7 +34,7 @@ def replica(name: str, repo: ManifestRepo, url: str, tmp: Path, provider: FakePr
                      for t in "abcd")
     store = Store.open(url)
     settings = Settings(state_dir=tmp / name, instance="shared", bindings=bindings)
-    service = Service(settings, store, provider_factory=lambda _n: provider)
+    service = build_service(settings, store, provider_factory=lambda _n: provider)
     service.leases = LeaseKeeper(store, service.syncs, replica=name, ttl=TTL)
     return service
 

@@ -46,7 +46,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from nodus_gitops.checks.model import CheckRun
-from nodus_gitops.config import Binding
+from nodus_gitops.config import Binding, Settings
 from nodus_gitops.desired import DesiredTree
 from nodus_gitops.floor.errors import PermanentError, TransientError
 from nodus_gitops.floor.identity import (
@@ -60,6 +60,7 @@ from nodus_gitops.providers.base import FakeProvider, Observed, Workload
 from nodus_gitops.source import Backoff
 from nodus_gitops.state.store import Store
 from nodus_gitops.sync import BindingSync
+from nodus_gitops.wiring import build_sync
 
 from tests.fixtures_git import GitHttpServer, ManifestRepo, serve_git_http
 
@@ -190,12 +191,13 @@ class SyncRig:
         self.stores += 1
         self.store = Store.open(f"sqlite:///{self.tmp / f'state-{self.stores}.db'}",
                                 clock=self._store_clock)
-        sync = BindingSync(self.binding, self.store, self.provider, instance="test",
-                           mirror_dir=self.tmp / "mirrors", backoff=Backoff(random.Random(0)),
-                           clock=lambda: self.now)
+        sync = build_sync(Settings(state_dir=self.tmp, instance="test"), self.store,
+                          self.binding, self.provider, backoff=Backoff(random.Random(0)),
+                          clock=lambda: self.now)
         sync.applier.sleep = lambda _seconds: None
-        post = sync.poster.post
-        sync.poster.post = lambda run: (self.checks.append(run), post(run))[-1]
+        poster = sync.reporter.poster
+        post = poster.post
+        poster.post = lambda run: (self.checks.append(run), post(run))[-1]
         plan_commit = sync.plan_commit
 
         def planned(tree: DesiredTree) -> Plan:

@@ -10,9 +10,11 @@ from pathlib import Path
 
 import yaml
 from nodus_gitops import metrics
+from nodus_gitops.config import Settings
 from nodus_gitops.floor.identity import ANNOTATION_SPEC_HASH, ResourceKey
 from nodus_gitops.plan import spec_hash
 from nodus_gitops.providers.base import FakeProvider, Observed
+from nodus_gitops.wiring import build_sync
 
 from tests.fixtures_git import ManifestRepo
 from tests.reconciler.test_reconcile import job
@@ -214,13 +216,11 @@ def test_self_heal_creates_a_run_gone_from_the_backend(manifest_repo: ManifestRe
 # A process killed in the middle of a sync left it pending in the history forever.
 def test_a_sync_left_pending_by_a_stopped_process_reads_as_an_error(
         manifest_repo: ManifestRepo, tmp_path: Path) -> None:
-    from nodus_gitops.sync import BindingSync
-
     rig = applied_first(manifest_repo, tmp_path, {"a.yaml": job("a")})
     sha = push(manifest_repo, {"b.yaml": job("b")})
     stuck = rig.store.start_sync(BINDING, sha)  # then the process died
-    again = BindingSync(rig.binding, rig.store, rig.provider, instance="test",
-                        mirror_dir=tmp_path / "mirrors")
+    again = build_sync(Settings(state_dir=tmp_path, instance="test"), rig.store, rig.binding,
+                       rig.provider)
     again.reconcile_once()
     left = rig.store.get_sync(stuck)
     assert (left.result, left.message) == ("error", "the reconciler stopped before this "

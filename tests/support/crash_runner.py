@@ -15,8 +15,8 @@ from pathlib import Path
 
 from nodus_gitops.config import Binding, Settings
 from nodus_gitops.leases import LeaseKeeper
-from nodus_gitops.service import Service
 from nodus_gitops.state.store import Store
+from nodus_gitops.wiring import build_service
 
 from tests.support.dir_provider import DirProvider
 
@@ -27,7 +27,7 @@ def main() -> int:
     store = Store.open(state_url)
     binding = Binding(id="crash", url=repo_url, branch="main", project="p")
     settings = Settings(state_dir=Path(state_dir), instance="crash", bindings=(binding,))
-    service = Service(settings, store, provider_factory=lambda _n: DirProvider(Path(backend)))
+    service = build_service(settings, store, provider_factory=lambda _n: DirProvider(Path(backend)))
     service.follow_up = False
     if replica:
         service.leases = LeaseKeeper(store, service.syncs, replica=replica, ttl=1.0)

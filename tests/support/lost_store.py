@@ -12,12 +12,13 @@ from pathlib import Path
 from urllib.parse import unquote
 
 from nodus_gitops.adoption import adopt_owned
-from nodus_gitops.config import Binding
+from nodus_gitops.config import Binding, Settings
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.providers.base import Provider
 from nodus_gitops.state.records import InventoryRecord
 from nodus_gitops.state.store import Store
 from nodus_gitops.sync import BindingSync, SyncReport
+from nodus_gitops.wiring import build_sync
 from sqlalchemy import create_engine, text
 
 from tests.fixtures_git import ManifestRepo
@@ -62,8 +63,8 @@ class LostStore:
     def _start(self) -> BindingSync:
         """A new reconciler process: nothing remembered but what the store holds."""
         self.starts += 1
-        return BindingSync(self.binding, self.store, self.provider, instance=INSTANCE,
-                           mirror_dir=self.tmp / f"mirror-{self.starts}")
+        return build_sync(Settings(state_dir=self.tmp / f"start-{self.starts}",
+                                   instance=INSTANCE), self.store, self.binding, self.provider)
 
     def push(self, files: dict[str, str | None], message: str = "change") -> str:
         for path, body in files.items():

@@ -13,9 +13,11 @@ from typing import Any
 
 from nodus_gitops.config import Binding, Settings
 from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.providers.local import LocalProvider
 from nodus_gitops.service import Service
 from nodus_gitops.state.records import InventoryRecord
 from nodus_gitops.state.store import Store
+from nodus_gitops.wiring import build_service
 
 XSS_SCRIPT = "<script>alert(1)</script>"
 XSS_IMG = '"><img src=x onerror=alert(1)>'
@@ -123,7 +125,9 @@ def seed(state_dir: Path, dashboard: dict[str, Any] | None = None) -> Seeded:
         checks={"webhooks": {"github": "hook-secret"}})
     if dashboard is not None:
         object.__setattr__(settings, "dashboard", dashboard)
-    service = Service(settings, store, provider_factory=lambda name: object())  # type: ignore
+    # The bindings' backend: the local one over <state>/local, whose logs write_run plants.
+    local = LocalProvider(state_dir / "local")
+    service = build_service(settings, store, provider_factory=lambda name: local)
     store.record_poll("ml-team", SHA2, None)
     store.mark_applied("ml-team", SHA1)
     store.record_poll("ops", SHA1, f"fetch failed {XSS_SCRIPT}")

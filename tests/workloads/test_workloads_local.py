@@ -15,6 +15,7 @@ from nodus_gitops.floor.phases import is_terminal
 from nodus_gitops.providers.registry import build_provider
 from nodus_gitops.service import Service
 from nodus_gitops.state.store import Store
+from nodus_gitops.wiring import build_service
 
 from tests.fixtures_git import ManifestRepo
 
@@ -37,7 +38,7 @@ class Cluster:
             settings["rates"] = self.rates
         binding = Binding(id="w", url=self.repo.push_url, project="p")
         state = self.tmp / "state"
-        return Service(Settings(state_dir=state, bindings=(binding,)), self.store,
+        return build_service(Settings(state_dir=state, bindings=(binding,)), self.store,
                        provider_factory=lambda name: build_provider(name, settings, state))
 
     def restart(self) -> None:

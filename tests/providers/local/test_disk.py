@@ -16,8 +16,8 @@ from nodus_gitops.floor.phases import FIXES
 from nodus_gitops.leases import LeaseKeeper
 from nodus_gitops.providers.local.diskuse import tree_bytes
 from nodus_gitops.providers.registry import build_provider
-from nodus_gitops.service import Service
 from nodus_gitops.state.store import Store
+from nodus_gitops.wiring import build_service
 
 from tests.fixtures_git import ManifestRepo
 from tests.providers.local.conftest import HAS_BWRAP, Local, local_config
@@ -65,7 +65,7 @@ def test_a_log_flood_on_a_small_disk_leaves_syncs_and_leases_working(
                 "maxLogBytes": "1Mi", "maxOutputBytes": "2Mi", "minFreeBytes": "4Mi"}
     store = Store.open(None, state)
     binding = Binding(id="w", url=manifest_repo.push_url, project="p")
-    service = Service(Settings(state_dir=state, bindings=(binding,)), store,
+    service = build_service(Settings(state_dir=state, bindings=(binding,)), store,
                       provider_factory=lambda name: build_provider(name, settings, state))
     leases = LeaseKeeper(store, ["w"], replica="r1", ttl=30)
     manifest_repo.write("flood.yaml", FLOOD_JOB)
