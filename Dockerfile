@@ -10,7 +10,8 @@ FROM python:3.11.10-slim-bookworm AS build
 WORKDIR /src
 COPY requirements-build.lock ./
 RUN pip install --no-cache-dir --require-hashes -r requirements-build.lock
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md MANIFEST.in ./
+COPY build_support ./build_support
 COPY reconciler ./reconciler
 COPY providers ./providers
 COPY state ./state

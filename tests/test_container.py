@@ -98,12 +98,6 @@ def test_the_wheel_adds_one_import_name(built: Built) -> None:
     assert built.root_build_after == built.root_build_before  # built elsewhere, not in ROOT
 
 
-@pytest.mark.xfail(
-    PYPROJECT["build-system"]["build-backend"] == "setuptools.build_meta", strict=True,
-    reason="setuptools.build_meta writes build/ and *.egg-info into the source directory "
-           "pip builds in (in-tree since pip 21.3); static [tool.distutils] settings can "
-           "only move them to a fixed path. Passes once [build-system] names a backend "
-           "that builds outside the tree.")
 def test_building_leaves_nothing_in_the_source_tree(built: Built) -> None:
     left = sorted(p.name for p in built.copy.iterdir()
                   if p.name in ("build", "dist") or p.name.endswith(".egg-info"))
