@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from nodus_gitops import __version__, commands
 from nodus_gitops.floor.errors import NodusGitopsError
+from nodus_gitops.floor.quantities import DurationError, duration
 
 EXIT_PROBLEMS, EXIT_USAGE = 1, 2
 
@@ -20,6 +21,14 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse exits 2 on usage errors: keep that
         self.print_usage(sys.stderr)
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _duration(text: str) -> float:
+    """A duration flag: the floor's one grammar (`90`, `90s`, `2m`, `1h30m`)."""
+    try:
+        return duration(text)
+    except DurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _state_options(p: argparse.ArgumentParser) -> None:
@@ -66,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     _state_options(p)
     p.add_argument("--once", action="store_true", help="apply and return; without it, wait "
                    "until every resource has finished")
-    p.add_argument("--timeout", type=float, help="seconds to wait without --once")
+    p.add_argument("--timeout", type=_duration, help="how long to wait without --once (90, "
+                   "90s, 2m)")
     p.set_defaults(func=commands.cmd_reconcile)
 
     p = sub.add_parser("serve", help="run the reconciler and its dashboard")

@@ -27,7 +27,7 @@ from nodus_gitops.checks.base import split_repo_url
 from nodus_gitops.checks.budget import Budget, budgets_from_settings
 from nodus_gitops.checks.github_app import GitHubApp, git_credentials
 from nodus_gitops.floor.errors import ConfigError
-from nodus_gitops.floor.quantities import parse_duration
+from nodus_gitops.floor.quantities import DurationError, duration
 from nodus_gitops.source import Credentials, split_userinfo
 
 ENV_PREFIX = "NODUS_GITOPS_"
@@ -136,14 +136,10 @@ def _snake_env(name: str) -> str:
 def _coerce(binding_field: str, value: Any, where: str) -> Any:
     """Values from YAML or the environment into the field's type, with a clear error."""
     if binding_field == "interval":
-        seconds = parse_duration(value) if isinstance(value, str) else value
-        if isinstance(value, str) and seconds is None:
-            try:
-                seconds = float(value)
-            except ValueError:
-                seconds = None
-        if not isinstance(seconds, int | float) or isinstance(seconds, bool):
-            raise ConfigError(f"{where}: {value!r} is not an interval (use 30s, 5m or seconds)")
+        try:
+            seconds = duration(value, where)
+        except DurationError as exc:
+            raise ConfigError(str(exc)) from None
         if seconds < MIN_INTERVAL:
             raise ConfigError(f"{where}: the poll interval must be at least {MIN_INTERVAL}s")
         return float(seconds)

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from nodus_gitops.floor.quantities import DurationError, duration
+
 OUTPUTS_MOUNT = "/nodus/outputs"
 STATE_MOUNT = "/nodus/state"
 INPUTS_MOUNT = "/nodus/inputs"
@@ -20,8 +22,6 @@ DEFAULT_RECOVERY_ATTEMPTS = 3
 DEFAULT_CPU = 1.0
 DEFAULT_MEMORY = 1 << 30
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400}
 _MEMORY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|Pi|k|K|M|G|T|P)?$")
 _MEMORY_FACTOR = {
     None: 1,
@@ -45,25 +45,12 @@ class SpecError(ValueError):
 
 
 def parse_duration(value: Any, field_name: str = "duration") -> float:
-    """`1s`, `10m`, `1h30m`, `500ms` or a number of seconds -> seconds."""
-    if isinstance(value, bool):
-        raise SpecError(f"{field_name}: {value!r} is not a duration")
-    if isinstance(value, int | float):
-        return float(value)
-    text = str(value).strip()
-    if not text:
-        raise SpecError(f"{field_name}: empty duration")
-    pos, total = 0, 0.0
-    for m in _DURATION.finditer(text):
-        if m.start() != pos:
-            break
-        total += float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
-        pos = m.end()
-    if pos != len(text):
-        if re.fullmatch(r"\d+(\.\d+)?", text):
-            return float(text)
-        raise SpecError(f"{field_name}: {value!r} is not a duration such as 30s, 10m or 2h")
-    return total
+    """Seconds in a duration (`1s`, `10m`, `1h30m`, `500ms`, `15`, a YAML number): the
+    floor's one grammar; anything else is a SpecError naming the field."""
+    try:
+        return duration(value, field_name)
+    except DurationError as exc:
+        raise SpecError(str(exc)) from None
 
 
 def parse_memory(value: Any, field_name: str = "memory") -> int:
