@@ -33,7 +33,7 @@ sys.path.insert(0, str(REPO))
 from nodus_gitops.floor.identity import ResourceKey  # noqa: E402
 from nodus_gitops.floor.phases import Phase, is_terminal  # noqa: E402
 from nodus_gitops.providers.base import Workload  # noqa: E402
-from nodus_gitops.providers.slurm import SlurmProvider, from_settings  # noqa: E402
+from nodus_gitops.providers.slurm import SlurmConfig, SlurmProvider  # noqa: E402
 from nodus_gitops.workloads import CompositeProvider  # noqa: E402
 
 
@@ -139,7 +139,7 @@ def main() -> None:
     settings = {"type": "slurm", "url": env["SLURM_URL"], "user": env["SLURM_USER"],
                 "tokenFile": env["NODUS_SLURM_TOKEN_FILE"], "root": str(root),
                 "slurmConf": env["SLURM_CONF"], "tokenEnv": "NODUS_BENCH_UNSET"}
-    provider = SlurmProvider(from_settings("slurm", settings))
+    provider = SlurmProvider(SlurmConfig.from_settings("slurm", settings))
     results: dict = {"cluster": "single node, 32 advertised CPUs, Slurm 22.05",
                      "cpus_real": os.cpu_count()}
     results.update(submit_to_running(provider, 5 if quick else 15))

@@ -15,12 +15,12 @@ import time
 from pathlib import Path
 
 import pygit2
+from nodus_gitops.backends import build_backend as build_provider
 from nodus_gitops.config import Binding, Settings
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.phases import is_terminal
 from nodus_gitops.plan import spec_hash
 from nodus_gitops.providers.base import Workload
-from nodus_gitops.providers.registry import build_provider
 from nodus_gitops.state.store import Store
 from nodus_gitops.wiring import build_service
 from nodus_gitops.workloads.base import Record

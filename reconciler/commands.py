@@ -129,9 +129,13 @@ def server_dry_run(settings: Settings, binding, the_plan, tree: DesiredTree,
     if provider_settings.get("type", binding.provider) != "nodus":
         return {}
     from nodus_gitops.apply import ApplyContext, merge_patch, workload_for
-    from nodus_gitops.providers.registry import build_provider
+    from nodus_gitops.backends import build_backend
+    from nodus_gitops.providers.base import DryRuns
 
-    provider = build_provider(binding.provider, provider_settings, settings.state_dir)
+    provider = build_backend(binding.provider, provider_settings, settings.state_dir)
+    if not isinstance(provider, DryRuns):
+        provider.close()
+        return {}
     ctx = ApplyContext(binding.id, binding.project, settings.instance, binding.url, commit)
     manifests = {(m.kind, m.name): m for m in tree.manifests}
     results = {}
@@ -288,36 +292,65 @@ def job_key(store: Store, target: str) -> ResourceKey:
     return ResourceKey("Job", sorted(projects)[0], name)  # stage and cell Jobs
 
 
-def _local_root(settings: Settings) -> Path:
-    local = settings.provider_settings("local")
-    return Path(local.get("root") or settings.state_dir / "local")
+def job_backend(settings: Settings, store: Store, key: ResourceKey):
+    """The backend that runs the Job `key`, as `build_backend` makes it: its binding's
+    (a stage's or a cell's Job: its Pipeline's or Sweep's binding's), else the only
+    binding's (or configured provider's), else `local`. The caller closes it."""
+    from nodus_gitops.backends import build_backend
+    from nodus_gitops.web.logs import child_jobs
+
+    by_id = {b.id: b.provider for b in settings.bindings}
+    name = None
+    for r in store.list_inventory():
+        if r.key.project == key.project and (r.key == key or key.name in child_jobs(r)):
+            name = by_id.get(r.binding_id) or r.provider
+            break
+    if name is None:  # not in the inventory: the one backend configured, if one
+        names = sorted(set(by_id.values())) or sorted(settings.providers)
+        name = names[0] if len(names) == 1 else "local"
+    return build_backend(name, settings.provider_settings(name), settings.state_dir)
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
-    from nodus_gitops.providers.local.logs import iter_logs
+    from nodus_gitops.providers.base import HasLogs
 
     settings = settings_from(args)
-    key = job_key(open_store(settings), args.target)
+    store = open_store(settings)
+    key = job_key(store, args.target)
+    backend = job_backend(settings, store, key)
     try:
-        for line in iter_logs(_local_root(settings), key, index=args.index, follow=args.follow):
+        if not isinstance(backend, HasLogs):
+            print(f"nodus-gitops logs: {args.target} runs on the {backend.name} backend, "
+                  "whose logs the reconciler cannot read; read them with that platform's "
+                  "own tools", file=sys.stderr)
+            return EXIT_PROBLEMS
+        for line in backend.logs(key, index=args.index, follow=args.follow):
             sys.stdout.write(line if line.endswith("\n") else line + "\n")
             sys.stdout.flush()
-    except FileNotFoundError:
-        print(f"nodus-gitops logs: no logs for {args.target} on the local backend",
-              file=sys.stderr)
-        return EXIT_PROBLEMS
+    finally:
+        backend.close()
     return EXIT_OK
 
 
 def cmd_cp(args: argparse.Namespace) -> int:
-    from nodus_gitops.providers.local.outputs import copy_output
+    from nodus_gitops.providers.base import HasOutputs
 
     settings = settings_from(args)
     source, _, output = args.source.partition(":outputs/")
     if not output:
         raise ConfigError(f"{args.source!r}: use job/NAME:outputs/OUTPUT")
-    key = job_key(open_store(settings), source)
-    path, size, digest = copy_output(_local_root(settings), key, output, Path(args.dest))
+    store = open_store(settings)
+    key = job_key(store, source)
+    backend = job_backend(settings, store, key)
+    try:
+        if not isinstance(backend, HasOutputs):
+            print(f"nodus-gitops cp: {source} runs on the {backend.name} backend, whose "
+                  "outputs the reconciler cannot copy; fetch them with that platform's own "
+                  "tools", file=sys.stderr)
+            return EXIT_PROBLEMS
+        path, size, digest = backend.copy_output(key, output, Path(args.dest))
+    finally:
+        backend.close()
     print(f"{path}: {size} bytes, sha256 {digest[:12]}")
     return EXIT_OK
 

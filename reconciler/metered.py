@@ -3,23 +3,30 @@ for /metrics."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from nodus_gitops.floor.errors import PermanentError, TransientError
 from nodus_gitops.metrics import count_provider
+from nodus_gitops.providers.base import Provider, Wrapper
 
 
-class MeteredProvider:
-    """A provider whose every call is counted (requests, and errors by kind)."""
+class MeteredProvider(Wrapper):
+    """A provider whose every call is counted (requests, and errors by kind).
 
-    def __init__(self, inner: Any) -> None:
+    A `Wrapper`: `MeteredProvider(inner)` has exactly `inner`'s optional capabilities
+    (an `isinstance(m, HasLogs)` answers as for `inner`), and each forwarded capability
+    call (estimate, logs, output_location, ...) is counted like the required ones."""
+
+    def __init__(self, inner: Provider) -> None:
         self.inner = inner
-        self.name = getattr(inner, "name", type(inner).__name__)
-        self.native_kinds = getattr(inner, "native_kinds", frozenset())
+        self.name = inner.name
+        self.native_kinds = inner.native_kinds
 
-    def _call(self, operation: str, fn: Any, *args: Any) -> Any:
+    def _forward(self, operation: str, fn: Callable[..., Any], *args: Any,
+                 **kwargs: Any) -> Any:
         try:
-            result = fn(*args)
+            result = fn(*args, **kwargs)
         except TransientError:
             count_provider(self.name, operation, "transient")
             raise
@@ -30,19 +37,19 @@ class MeteredProvider:
         return result
 
     def create(self, workload: Any, idempotency_key: str) -> Any:
-        return self._call("create", self.inner.create, workload, idempotency_key)
+        return self._forward("create", self.inner.create, workload, idempotency_key)
 
     def patch(self, workload: Any, changes: Any) -> Any:
-        return self._call("patch", self.inner.patch, workload, changes)
+        return self._forward("patch", self.inner.patch, workload, changes)
 
     def delete(self, key: Any) -> None:
-        return self._call("delete", self.inner.delete, key)
+        return self._forward("delete", self.inner.delete, key)
 
     def get(self, key: Any) -> Any:
-        return self._call("get", self.inner.get, key)
+        return self._forward("get", self.inner.get, key)
 
     def list_owned(self, project: str, instance: str) -> Any:
-        return self._call("list", self.inner.list_owned, project, instance)
+        return self._forward("list", self.inner.list_owned, project, instance)
 
-    def __getattr__(self, name: str) -> Any:  # estimate(), output_location(), ...
-        return getattr(self.inner, name)
+    def close(self) -> None:
+        self.inner.close()

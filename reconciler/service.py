@@ -17,7 +17,7 @@ from nodus_gitops.floor.results import RUNS
 from nodus_gitops.leases import DEFAULT_TTL, LeaseKeeper
 from nodus_gitops.metered import MeteredProvider
 from nodus_gitops.providers.base import Provider
-from nodus_gitops.providers.registry import build_provider
+from nodus_gitops.backends import build_backend as build_provider
 from nodus_gitops.repos import match_bindings
 from nodus_gitops.state.store import Store
 from nodus_gitops.sync import BindingSync, SyncReport

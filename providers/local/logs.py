@@ -1,28 +1,29 @@
 """Reading a Job's logs (`nodus logs job/x [-f]`): one index at a time, index 0 by
 default, its latest attempt; following switches to a newer attempt when one starts and
-ends when the Job is finished and the log is drained."""
+ends when the Job is finished and the log is drained (`providers.logfiles`)."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from nodus_gitops.floor.errors import NotFoundError
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.phases import is_terminal
+from nodus_gitops.providers.base import LogInfo
 from nodus_gitops.providers.jsonfiles import read_json
 from nodus_gitops.providers.local.rundir import RunDir
+from nodus_gitops.providers.logfiles import attempts, read_log
 
 
-def attempts(run: RunDir, index: int) -> list[int]:
-    """The attempts of `index` that have a log, in order."""
-    found = []
-    for p in run.logs.glob(f"{index}-*.log"):
-        tail = p.stem.split("-", 1)[1]
-        if tail.isdigit():
-            found.append(int(tail))
-    return sorted(found)
+def _run(root: Path, key: ResourceKey) -> RunDir:
+    try:
+        run = RunDir.for_key(Path(root), key)
+    except ValueError as exc:
+        raise NotFoundError(str(exc)) from None
+    if not run.exists():
+        raise NotFoundError(f"{key.short} has not run on this machine")
+    return run
 
 
 def iter_logs(
@@ -33,36 +34,22 @@ def iter_logs(
     poll_seconds: float = 0.1,
 ) -> Iterator[str]:
     """Yield the log lines (without the newline) of one index's latest attempt."""
-    run = RunDir.for_key(Path(root), key)
-    if not run.exists():
-        raise NotFoundError(f"{key.short} does not exist")
-    index = 0 if index is None else index
-    current: int | None = None
-    offset = 0
-    pending = b""
-    while True:
-        found = attempts(run, index)
-        if found and found[-1] != current:
-            if current is not None and pending:
-                yield pending.decode(errors="replace")
-            current, offset, pending = found[-1], 0, b""
-        if current is not None:
-            try:
-                with open(run.log_for(index, current), "rb") as f:
-                    f.seek(offset)
-                    chunk = f.read()
-            except FileNotFoundError:
-                chunk = b""
-            offset += len(chunk)
-            *lines, pending = (pending + chunk).split(b"\n")
-            for line in lines:
-                yield line.decode(errors="replace")
-        if not follow:
-            break
+    run = _run(root, key)
+
+    def finished(_attempt: int | None) -> bool:
         status = read_json(run.status) if run.exists() else None
-        if status is None or is_terminal(status.get("phase")):
-            follow = False  # one last read, so nothing written just before the end is lost
-            continue
-        time.sleep(poll_seconds)
-    if pending:
-        yield pending.decode(errors="replace")
+        return status is None or is_terminal(status.get("phase"))
+
+    return read_log(run.logs, 0 if index is None else index, follow=follow,
+                    finished=finished, poll_seconds=poll_seconds)
+
+
+def log_info(root: Path, key: ResourceKey, index: int = 0) -> LogInfo:
+    """How many indexes the Job runs (spec.completions), the attempts of `index` with a
+    log, and the Job's phase, read from its run directory."""
+    run = _run(root, key)
+    doc = read_json(run.manifest, unreadable_is_missing=True) or {}
+    completions = ((doc.get("manifest") or {}).get("spec") or {}).get("completions")
+    status = read_json(run.status, unreadable_is_missing=True) or {}
+    return LogInfo(completions if isinstance(completions, int) and completions > 0 else 1,
+                   tuple(attempts(run.logs, index)), status.get("phase"))

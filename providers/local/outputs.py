@@ -160,10 +160,10 @@ def _copy_tree(src: Path, dest: Path, base: Path) -> None:
         shutil.copyfile(p, target)
 
 
-def _stored(run: RunDir, key: ResourceKey, output_name: str, record: dict) -> Path:
+def stored_path(outputs_dir: Path, key: ResourceKey, output_name: str, record: dict) -> Path:
     """The real path of a recorded output, checked again to lie inside the outputs."""
     rel = Output(output_name, record["path"]).relative
-    real = _real_inside(run.outputs / rel if rel else run.outputs, run.outputs)
+    real = _real_inside(outputs_dir / rel if rel else outputs_dir, outputs_dir)
     if real is None:
         raise PermanentError(f"{key.short}:outputs/{output_name} is no longer inside the "
                              "Job's outputs directory; the stored output changed after the "
@@ -187,7 +187,7 @@ def output_path(root: Path, key: ResourceKey, output_name: str) -> Path:
     with runfs.reading(run.disk) as problem:
         if problem is not None:
             raise PermanentError(f"{key.short}:outputs/{output_name}: {problem}")
-        return _stored(run, key, output_name, record)
+        return stored_path(run.outputs, key, output_name, record)
 
 
 def copy_output(
@@ -200,30 +200,42 @@ def copy_output(
     status = read_json(run.status) if run.exists() else None
     if status is None:
         raise NotFoundError(f"{key.short} does not exist")
-    record = (status.get("outputs") or {}).get(output_name)
+    outputs = status.get("outputs") or {}
+    recorded(key, output_name, outputs)
+    with runfs.reading(run.disk) as problem:
+        if problem is not None:
+            raise PermanentError(f"{key.short}:outputs/{output_name}: {problem}")
+        return copy_recorded(run.outputs, key, output_name, outputs, dest)
+
+
+def recorded(key: ResourceKey, output_name: str, outputs: dict[str, dict]) -> dict:
+    """The record of one stored output; NotFoundError naming those stored when none."""
+    record = outputs.get(output_name)
     if record is None:
-        known = ", ".join(sorted(status.get("outputs") or {})) or "none"
+        known = ", ".join(sorted(outputs)) or "none"
         raise NotFoundError(
             f"{key.short} has no stored output {output_name!r} (stored: {known}; outputs are "
             "stored when the Job succeeds)"
         )
-    with runfs.reading(run.disk) as problem:
-        if problem is not None:
-            raise PermanentError(f"{key.short}:outputs/{output_name}: {problem}")
-        return _copy(run, key, output_name, record, Path(dest))
+    return record
 
 
-def _copy(run: RunDir, key: ResourceKey, output_name: str, record: dict,
-          dest: Path) -> tuple[Path, int, str]:
+def copy_recorded(outputs_dir: Path, key: ResourceKey, output_name: str,
+                  outputs: dict[str, dict], dest: Path | str) -> tuple[Path, int, str]:
+    """Copy one output of a Job's `outputs_dir` (recorded in `outputs`, its
+    `status.outputs`) to `dest` and check it against the recorded SHA-256: what `nodus
+    cp` does on every backend whose outputs are files on this machine."""
+    record = recorded(key, output_name, outputs)
+    dest = Path(dest)
     rel = Output(output_name, record["path"]).relative
-    src = _stored(run, key, output_name, record)
+    src = stored_path(outputs_dir, key, output_name, record)
     if dest.is_dir():
         dest = dest / (Path(rel).name if rel else output_name)
     tmp = dest.with_name(f".{dest.name}.partial")
     if tmp.exists():
         shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink()
     if src.is_dir():
-        _copy_tree(src, tmp, run.outputs)
+        _copy_tree(src, tmp, outputs_dir)
     else:
         tmp.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, tmp)

@@ -29,7 +29,16 @@ from nodus_gitops.floor.identity import (
     ResourceKey,
 )
 from nodus_gitops.floor.phases import Phase, is_terminal
-from nodus_gitops.providers.base import Observed, Workload
+from nodus_gitops.providers.base import (
+    Estimates,
+    HasEvents,
+    HasLogs,
+    HasOutputs,
+    LogInfo,
+    Observed,
+    Suspends,
+    Workload,
+)
 from nodus_gitops.providers.jsonfiles import exclusive_lock, owned_records, read_json, write_json
 from nodus_gitops.providers.local import (
     diskuse,
@@ -43,12 +52,12 @@ from nodus_gitops.providers.local import (
 )
 from nodus_gitops.providers.local.config import LocalConfig
 from nodus_gitops.providers.local.cost import estimate, run_rate
-from nodus_gitops.providers.local.logs import iter_logs
+from nodus_gitops.providers.local.logs import iter_logs, log_info
 from nodus_gitops.providers.local.observe import to_observed
 from nodus_gitops.providers.local.outputs import copy_output, output_path
 from nodus_gitops.providers.local.rundir import RunDir
 from nodus_gitops.providers.local.sandbox import Sandbox
-from nodus_gitops.providers.local.spec import JobSpec, SpecError, parse_job
+from nodus_gitops.providers.local.spec import JobSpec, parse_workload
 
 SUPERVISOR_EXIT_SECONDS = 5.0
 # spec fields a created Job can change in place; anything else needs a new Job.
@@ -75,7 +84,7 @@ def _retire_all(spares: list[subprocess.Popen]) -> None:
             pass
 
 
-class LocalProvider:
+class LocalProvider(Estimates, HasLogs, HasOutputs, HasEvents, Suspends):
     """Runs Jobs as processes on this machine, one detached supervisor per Job."""
 
     name = "local"
@@ -162,13 +171,6 @@ class LocalProvider:
         self._reap()
         return launcher.alive(run)
 
-    @staticmethod
-    def _parse(manifest: dict[str, Any]) -> JobSpec:
-        try:
-            return parse_job(manifest)
-        except SpecError as exc:
-            raise PermanentError(str(exc)) from None
-
     # -- Provider protocol ---------------------------------------------------------
     def create(self, workload: Workload, idempotency_key: str) -> Observed:
         key = workload.key
@@ -176,7 +178,7 @@ class LocalProvider:
         existing = self._existing(run, key, idempotency_key)
         if existing is not None:
             return existing
-        spec = self._parse(workload.manifest)
+        spec = parse_workload(workload.manifest)
         now = self._clock()
         tmp = RunDir(run.path.parent / f".tmp-{key.name}-{uuid.uuid4().hex[:8]}")
         try:
@@ -244,7 +246,7 @@ class LocalProvider:
         run = self._run(key)
         if not run.exists():
             raise NotFoundError(f"{key.short} does not exist")
-        spec = self._parse(workload.manifest)
+        spec = parse_workload(workload.manifest)
         fixed = sorted(set(changes.get("spec") or {}) - PATCHABLE)
         if fixed:
             raise PermanentError(
@@ -346,7 +348,13 @@ class LocalProvider:
         return [observed for doc in owned_records(self.root / project, "manifest.json", instance)
                 if (observed := self.get(ResourceKey.parse(doc["key"]))) is not None]
 
-    # -- the CLI's read-only helpers -------------------------------------------------
+    def close(self) -> None:
+        """Stop the pre-started spare supervisor and reap the retired ones; the Jobs'
+        own supervisors are detached and keep running."""
+        _retire_all(self._spare)
+        self._reap()
+
+    # -- optional capabilities (read-only: the CLI, the dashboard, the controllers) ----
     def estimate(self, manifest: dict[str, Any]) -> str:
         """The cost estimate the plan shows: the rate card times expectedDuration or
         timeout ("unknown" without either)."""
@@ -364,10 +372,16 @@ class LocalProvider:
     ) -> Iterator[str]:
         return iter_logs(self.root, key, index, follow)
 
+    def log_info(self, key: ResourceKey, index: int = 0) -> LogInfo:
+        return log_info(self.root, key, index)
+
     def copy_output(
         self, key: ResourceKey, output_name: str, dest: Path | str
     ) -> tuple[Path, int, str]:
         return copy_output(self.root, key, output_name, dest)
+
+    def can_suspend(self) -> bool:
+        return True  # the supervisor stops and resumes the Job's processes
 
     # -- status, recovery and expiry -----------------------------------------------
     def _observe(self, run: RunDir, key: ResourceKey, st: dict[str, Any] | None = None) -> Observed:
@@ -403,7 +417,7 @@ class LocalProvider:
         if is_terminal(st["phase"]) or self._alive(run) or not launcher.lock_free(run):
             return self._observe(run, key, st)
         doc = read_json(run.manifest)
-        spec = self._parse(doc["manifest"])
+        spec = parse_workload(doc["manifest"])
         control = read_json(run.control) or {}
         decision = recovery.decide(st, spec, control.get("state", spec.state))
         self._kill_leftovers(st)

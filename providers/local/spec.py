@@ -311,3 +311,14 @@ def compact_indexes(indexes: list[int] | set[int]) -> str:
         out.append(str(items[i]) if i == j else f"{items[i]}-{items[j]}")
         i = j + 1
     return ",".join(out)
+
+
+def parse_workload(manifest: dict[str, Any]) -> JobSpec:
+    """`parse_job` for a provider: a manifest it cannot run is a `PermanentError` (the
+    local and slurm backends read Jobs the same way)."""
+    from nodus_gitops.floor.errors import PermanentError
+
+    try:
+        return parse_job(manifest)
+    except SpecError as exc:
+        raise PermanentError(str(exc)) from None

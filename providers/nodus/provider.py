@@ -26,7 +26,7 @@ from nodus_gitops.floor.identity import (
     ResourceKey,
 )
 from nodus_gitops.floor.problems import Problem
-from nodus_gitops.providers.base import Observed, Workload
+from nodus_gitops.providers.base import DryRuns, Estimates, Observed, Suspends, Workload
 from nodus_gitops.providers.nodus.config import NodusConfig
 from nodus_gitops.providers.nodus.errors import (
     AlreadyExists,
@@ -88,9 +88,10 @@ class _BearerAuth(httpx.Auth):
         return "_BearerAuth(<hidden>)"
 
 
-class NodusProvider:
+class NodusProvider(Estimates, DryRuns, Suspends):
     """A `providers.base.Provider` for the Nodus API. `transport` and `now` are seams for
-    tests; `conflict_retries` bounds re-reads after a 409 Conflict on patch."""
+    tests; `conflict_retries` bounds re-reads after a 409 Conflict on patch. Logs and
+    outputs stay on the platform (read them with its own tools): no `HasLogs`."""
 
     name = "nodus"
     native_kinds = frozenset(PLURALS)
@@ -119,6 +120,9 @@ class NodusProvider:
 
     def close(self) -> None:
         self._client.close()
+
+    def can_suspend(self) -> bool:
+        return True  # the platform suspends and resumes on a patch of spec.state
 
     def __enter__(self) -> NodusProvider:
         return self

@@ -12,6 +12,7 @@ import base64
 import getpass
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,13 @@ class SlurmConfig:
     sandbox: str = "auto"
     rates: RateCard = field(default_factory=RateCard)
     timeout_seconds: float = 20.0
+
+    @classmethod
+    def from_settings(cls, name: str, settings: Mapping[str, Any],
+                      state_dir: Path | None = None) -> SlurmConfig:
+        """The config's `providers.<name>` (camelCase keys); unknown keys are refused
+        with the setting named; `root` defaults to `<state dir>/slurm`."""
+        return _from_settings(name, settings, state_dir)
 
     @property
     def job_user(self) -> str:
@@ -102,8 +110,8 @@ def _str_map(name: str, key: str, value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
 
-def from_settings(name: str, settings: dict[str, Any], state_dir: Path | None = None
-                  ) -> SlurmConfig:
+def _from_settings(name: str, settings: Mapping[str, Any], state_dir: Path | None = None
+                   ) -> SlurmConfig:
     """SlurmConfig from `providers.<name>`; unknown keys are refused with the setting named."""
     unknown = sorted(set(settings) - set(KEYS))
     if unknown:

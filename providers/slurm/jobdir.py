@@ -127,15 +127,5 @@ class JobDir:
     def clear_state(self, index: int) -> None:
         shutil.rmtree(self.state(index), ignore_errors=True)
 
-    def log_lines(self, index: int | None) -> list[str]:
-        """The lines of the newest attempt of one index (index 0 by default)."""
-        index = 0 if index is None else index
-        logs = sorted(self.logs.glob(f"{index}-*.log"),
-                      key=lambda p: int(p.stem.split("-")[1]) if p.stem.split("-")[1].isdigit()
-                      else 0) if self.logs.is_dir() else []
-        if not logs:
-            return []
-        return logs[-1].read_text(errors="replace").splitlines()
-
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)

@@ -25,11 +25,20 @@ from nodus_gitops.floor.identity import (
     ResourceKey,
 )
 from nodus_gitops.floor.phases import Phase, Reason
-from nodus_gitops.providers.base import Observed, Workload
+from nodus_gitops.providers.base import (
+    Estimates,
+    HasLogs,
+    HasOutputs,
+    LogInfo,
+    Observed,
+    Suspends,
+    Workload,
+)
 from nodus_gitops.providers.jsonfiles import owned_records
 from nodus_gitops.providers.local.cost import estimate, run_rate
-from nodus_gitops.providers.local.outputs import OutputError, collect
-from nodus_gitops.providers.local.spec import JobSpec, Output, SpecError, parse_job
+from nodus_gitops.providers.local.outputs import OutputError, collect, copy_recorded
+from nodus_gitops.providers.local.spec import JobSpec, Output, parse_workload
+from nodus_gitops.providers.logfiles import attempts, read_log
 from nodus_gitops.providers.slurm import observe, runs, submit
 from nodus_gitops.providers.slurm.client import SlurmClient, SlurmRequestError
 from nodus_gitops.providers.slurm.config import SlurmConfig
@@ -42,7 +51,7 @@ PATCHABLE = frozenset({"state", "timeout", "activeDeadlineSeconds", "maxCostUSD"
 SHIM_SOURCE = Path(__file__).resolve().parent.parent / "local" / "shim" / "nodus"
 
 
-class SlurmProvider:
+class SlurmProvider(Estimates, HasLogs, HasOutputs, Suspends):
     """Runs Jobs on a Slurm cluster through slurmrestd (v0.0.36 to v0.0.38)."""
 
     name = "slurm"
@@ -57,12 +66,12 @@ class SlurmProvider:
         self._clock = clock
         self._shim: Path | None = None
 
-    @property
-    def capabilities(self) -> dict[str, bool]:
-        """What this backend can do: suspend/resume need scontrol on this host."""
-        can = self.scontrol.available
-        return {"suspend": can, "resume": can, "cancel": True, "indexed": True,
-                "requeue": True, "timeoutPatch": can}
+    def can_suspend(self) -> bool:
+        """Suspend and resume (and a changed timeout) need scontrol on this host."""
+        return self.scontrol.available
+
+    def close(self) -> None:
+        self.client.close()
 
     # -- helpers -------------------------------------------------------------------
     def _dir(self, key: ResourceKey) -> JobDir:
@@ -70,13 +79,6 @@ class SlurmProvider:
             raise PermanentError(f"the slurm backend runs Jobs; {key.short} is driven as Jobs "
                                  "by the reconciler's controllers")
         return JobDir.for_key(self.root, key)
-
-    @staticmethod
-    def _parse(manifest: dict[str, Any]) -> JobSpec:
-        try:
-            return parse_job(manifest)
-        except SpecError as exc:
-            raise PermanentError(str(exc)) from None
 
     def _shim_dir(self) -> Path:
         """The `nodus` SDK stand-in, copied once onto the shared filesystem."""
@@ -105,7 +107,7 @@ class SlurmProvider:
             stone = read_json(jd.tombstone())
             if stone and stone.get("idempotencyKey") == idempotency_key:
                 return self._observe_result(key, stone)
-            spec = self._parse(workload.manifest)
+            spec = parse_workload(workload.manifest)
             now = self._clock()
             doc = {
                 "key": str(key), "uid": uuid.uuid4().hex[:12],
@@ -135,7 +137,7 @@ class SlurmProvider:
     def patch(self, workload: Workload, changes: dict[str, Any]) -> Observed:
         key = workload.key
         jd = self._dir(key)
-        spec = self._parse(workload.manifest)
+        spec = parse_workload(workload.manifest)
         fixed = sorted(set(changes.get("spec") or {}) - PATCHABLE)
         if fixed:
             raise PermanentError(f"{key.short}: spec.{', spec.'.join(fixed)} cannot change on a "
@@ -146,7 +148,7 @@ class SlurmProvider:
             doc = jd.read()
             if doc is None:
                 raise NotFoundError(f"{key.short} does not exist")
-            old = self._parse(doc["manifest"])
+            old = parse_workload(doc["manifest"])
             if spec.state == Phase.SUSPENDED and old.state != Phase.SUSPENDED \
                     and not self.scontrol.available and not doc.get("result"):
                 raise PermanentError(f"{key.short}: this slurm backend cannot suspend (no "
@@ -195,7 +197,7 @@ class SlurmProvider:
         return [observed for doc in records
                 if (observed := self.get(ResourceKey.parse(doc["key"]))) is not None]
 
-    # -- read-only helpers (the CLI, the Pipeline controller) --------------------------
+    # -- optional capabilities (read-only: the CLI, the dashboard, the controllers) ----
     def estimate(self, manifest: dict[str, Any]) -> str:
         return estimate(manifest, self.config.rates)
 
@@ -209,10 +211,46 @@ class SlurmProvider:
         rel = Output(output_name, record["path"]).relative
         return jd.outputs / rel if rel else jd.outputs
 
+    def copy_output(self, key: ResourceKey, output_name: str,
+                    dest: Path | str) -> tuple[Path, int, str]:
+        """Copy a succeeded Job's output from the shared filesystem to `dest`, checked
+        against the SHA-256 recorded when it finished."""
+        doc = self._found(key)
+        outputs = (doc.get("result") or {}).get("outputs") or {}
+        return copy_recorded(self._dir(key).outputs, key, output_name, outputs, dest)
+
     def logs(self, key: ResourceKey, index: int | None = None,
              follow: bool = False) -> Iterator[str]:
-        """The newest attempt's output of one index (following is not supported)."""
-        return iter(self._dir(key).log_lines(index))
+        """What the command of one index's newest attempt wrote: the wrapper sends its
+        output to `logs/<index>-<attempt>.log` (`submit.script`). Following ends when
+        the attempt recorded its exit status, or the Job its result."""
+        self._found(key)
+        jd = self._dir(key)
+        index = 0 if index is None else index
+
+        def finished(attempt: int | None) -> bool:
+            doc = jd.read()
+            return doc is None or bool(doc.get("result")) or (
+                attempt is not None and jd.exit_status(index, attempt) is not None)
+
+        return read_log(jd.logs, index, follow=follow, finished=finished)
+
+    def log_info(self, key: ResourceKey, index: int = 0) -> LogInfo:
+        doc = self._found(key)
+        completions = ((doc.get("manifest") or {}).get("spec") or {}).get("completions")
+        result = doc.get("result") or {}
+        return LogInfo(completions if isinstance(completions, int) and completions > 0 else 1,
+                       tuple(attempts(self._dir(key).logs, index)), result.get("phase"))
+
+    def _found(self, key: ResourceKey) -> dict[str, Any]:
+        """The Job's record; NotFoundError when it was never created here (or is gone)."""
+        try:
+            doc = self._dir(key).read()
+        except PermanentError as exc:
+            raise NotFoundError(str(exc)) from None
+        if doc is None:
+            raise NotFoundError(f"{key.short} has not run on this slurm backend")
+        return doc
 
     # -- the control step --------------------------------------------------------------
     def _adopt(self, doc: dict[str, Any]) -> bool:
@@ -230,7 +268,7 @@ class SlurmProvider:
 
     def _record_submission(self, doc: dict[str, Any], intent: dict[str, Any],
                            job_id: int) -> None:
-        spec = self._parse(doc["manifest"])
+        spec = parse_workload(doc["manifest"])
         doc["submissions"].append({
             "attempt": intent["attempt"], "jobId": job_id, "indexes": intent["indexes"],
             "open": intent["indexes"], "array": spec.completions > 1, "time": self._clock()})
@@ -241,7 +279,7 @@ class SlurmProvider:
         if intent.get("tried") and self._adopt(doc):
             jd.write(doc)
             return
-        spec = self._parse(doc["manifest"])
+        spec = parse_workload(doc["manifest"])
         now = self._clock()
         remaining = None
         if spec.timeout is not None:
@@ -276,7 +314,7 @@ class SlurmProvider:
             self._submit_intent(key, jd, doc)
             if doc.get("result"):
                 return self._observe_result(key, doc)
-        spec = self._parse(doc["manifest"])
+        spec = parse_workload(doc["manifest"])
         now = self._clock()
         before = repr(doc)
         all_runs = runs.collect(self.client, jd, doc, now)

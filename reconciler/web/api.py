@@ -187,16 +187,15 @@ def get_logs(service: Service, params: Params, kind: str, project: str, name: st
     job = _one(params, "job") or (jobs[0] if jobs else name)
     if job not in jobs:
         return 404, {"error": f"{job!r} is not a Job of {kind}/{name}"}, {}
-    root = logs.local_root(service, r)
-    if root is None:
-        return 404, {"error": f"{kind}/{name} runs on a backend whose logs are not read "
-                              "here"}, {}
+    reader = logs.log_reader(service, r)
+    if isinstance(reader, str):
+        return 404, {"error": f"no logs of {kind}/{name} here: {reader}"}, {}
     index_text = _one(params, "index") or "0"
     tail_text = _one(params, "tail") or str(logs.DEFAULT_TAIL)
     if not index_text.isdigit() or not tail_text.isdigit():
         raise ValueError("index and tail: whole numbers")
     try:
-        body = logs.tail(root, ResourceKey("Job", project, job), int(index_text),
+        body = logs.tail(reader, ResourceKey("Job", project, job), int(index_text),
                          int(tail_text))
     except NotFoundError as exc:
         return 404, {"error": str(exc)}, {}

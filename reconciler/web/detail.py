@@ -143,17 +143,17 @@ def _sweep(r: InventoryRecord, status: dict[str, Any]) -> list[Safe]:
 
 
 def _log_blocks(service: Service, r: InventoryRecord, job: str) -> list[Safe]:
-    root = logs.local_root(service, r)
-    if root is None:
-        return [tag("p", "Logs of this backend are not read by the dashboard.", class_="muted")]
+    reader = logs.log_reader(service, r)
+    if isinstance(reader, str):
+        return [tag("p", f"No logs here: {reader}.", class_="muted")]
     key = ResourceKey("Job", r.key.project, job)
-    count = logs.indexes(root, key)
+    count = logs.indexes(reader, key)
     blocks = []
     for index in range(min(count, MAX_LOG_INDEXES)):
         url = with_query(_api(r) + "/logs", {"job": job if job != r.key.name else None,
                                              "index": index, "tail": logs.DEFAULT_TAIL})
         try:
-            tail = logs.tail(root, key, index, logs.DEFAULT_TAIL)
+            tail = logs.tail(reader, key, index, logs.DEFAULT_TAIL)
             text, attempt = "\n".join(tail["lines"]), tail["attempt"]
         except NotFoundError as exc:
             text, attempt = str(exc), None

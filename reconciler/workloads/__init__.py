@@ -8,6 +8,11 @@ is read. The composite's own record (its manifest, what it decided, such as a st
 skipped, and each finished child's result) is a small JSON file, so a restarted
 reconciler carries on where it stopped. Nothing reads a finished composite by itself:
 `expire_finished()` is the periodic step that applies the TTLs (`expiry`).
+
+`CompositeProvider` is a `providers.base.Wrapper`: it has exactly the optional
+capabilities of the backend it wraps (its logs, outputs and estimates are the backend's,
+read by the Job's key, a stage's or a cell's Job included), plus `ExpiresFinished`,
+which is its own.
 """
 
 from __future__ import annotations
@@ -18,9 +23,14 @@ from dataclasses import replace
 
 from nodus_gitops.floor.errors import NotFoundError, ProviderError
 from nodus_gitops.floor.identity import ResourceKey, owned_by
-from nodus_gitops.providers.base import Observed, Provider, Workload
+from nodus_gitops.providers.base import (
+    ExpiresFinished,
+    Observed,
+    Provider,
+    Workload,
+    Wrapper,
+)
 from nodus_gitops.workloads.base import Controller
-from nodus_gitops.workloads.expiry import ExpiresFinished
 from nodus_gitops.workloads.pipeline import PipelineController
 from nodus_gitops.workloads.records import RecordStore
 from nodus_gitops.workloads.sweep import SweepController
@@ -31,8 +41,9 @@ CONTROLLERS: dict[str, type[Controller]] = {
 }
 
 
-class CompositeProvider:
-    """Presents Job, Pipeline and Sweep on top of `inner`, whatever it runs natively."""
+class CompositeProvider(Wrapper, ExpiresFinished):
+    """Presents Job, Pipeline and Sweep on top of `inner`, whatever it runs natively;
+    every optional capability of `inner` is forwarded (see `Wrapper`)."""
 
     def __init__(self, inner: Provider, state_dir, *,
                  clock: Callable[[], float] = time.time) -> None:
@@ -105,8 +116,8 @@ class CompositeProvider:
                     continue  # tried again at the next call
         return removed
 
-    def __getattr__(self, name: str):  # estimate(), output_location() and the like
-        return getattr(self.inner, name)
+    def close(self) -> None:
+        self.inner.close()
 
 
 __all__ = ["CompositeProvider", "CONTROLLERS", "NotFoundError"]

@@ -14,19 +14,15 @@ periodically.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
-from nodus_gitops.floor.identity import ResourceKey
+# The capability is one of the providers' (providers.base); named here too for the
+# service, which asks `isinstance(provider, ExpiresFinished)`.
+from nodus_gitops.providers.base import ExpiresFinished
+
+__all__ = ["ExpiresFinished", "TTL_FIELD", "is_due", "ttl_of", "without_ttl"]
 
 TTL_FIELD = "ttlSecondsAfterFinished"
-
-
-@runtime_checkable
-class ExpiresFinished(Protocol):
-    """A provider that removes finished resources whose TTL passed when asked."""
-
-    def expire_finished(self) -> list[ResourceKey]:
-        """Remove what is due; returns the keys removed."""
 
 
 def ttl_of(spec: dict[str, Any]) -> float | None:

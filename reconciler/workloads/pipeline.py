@@ -6,8 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from nodus_gitops.composite import merge_defaults, stage_job_name
+from nodus_gitops.floor.errors import PermanentError
 from nodus_gitops.floor.identity import LABEL_PIPELINE, ResourceKey
 from nodus_gitops.floor.phases import Phase, Reason, is_terminal
+from nodus_gitops.providers.base import HasOutputs
 from nodus_gitops.workloads.base import SKIPPED, Child, Controller, Record, Views
 
 FINISHED = (Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED, SKIPPED)
@@ -34,7 +36,11 @@ class PipelineController(Controller):
         for inp in stage.get("inputs") or []:
             source = ResourceKey("Job", record.key.project,
                                  stage_job_name(record.key.name, inp["fromStage"]))
-            location = self.inner.output_location(source, inp["output"])  # type: ignore[attr-defined]
+            if not isinstance(self.inner, HasOutputs):
+                raise PermanentError(f"{record.key.short}: stage {child.id} takes stage "
+                                     f"{inp['fromStage']}'s outputs, and the {self.inner.name} "
+                                     "backend stores no outputs")
+            location = self.inner.output_location(source, inp["output"])
             inputs.append({"name": inp["name"], "path": str(location)})
         return inputs
 

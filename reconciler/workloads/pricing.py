@@ -4,16 +4,13 @@ estimate (the optional `estimate` capability): the shared cost cap's inputs."""
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
+
+from nodus_gitops.providers.base import Estimates
+
+__all__ = ["Estimates", "RATE_PROBE_SECONDS", "estimate", "rate"]
 
 RATE_PROBE_SECONDS = 1_000_000  # the estimate over this long, divided back, is the rate
-
-
-@runtime_checkable
-class Estimates(Protocol):
-    """A backend that can price a Job manifest before it runs."""
-
-    def estimate(self, manifest: dict[str, Any]) -> str: ...
 
 
 def estimate(backend: object, spec: dict[str, Any]) -> Decimal | None:

@@ -8,8 +8,6 @@ view of it never depends on its Job still being there (its own TTL, a lost backe
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -19,7 +17,7 @@ from typing import Any
 
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.providers.base import Observed
-from nodus_gitops.providers.jsonfiles import exclusive_lock
+from nodus_gitops.providers.jsonfiles import exclusive_lock, write_json
 
 # What a finished child's result keeps of its Job's status: what the composite's status
 # and report read (times, wall time, units), nothing that grows with the Job.
@@ -96,10 +94,7 @@ class RecordStore:
     def save(self, record: Record) -> None:
         path = self._path(record.key)
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "w") as f:
-            json.dump(record.to_json(), f)
-        os.replace(tmp, path)
+        write_json(path, record.to_json())
 
     def remove(self, key: ResourceKey) -> None:
         self._path(key).unlink(missing_ok=True)

@@ -8,11 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
+from nodus_gitops.backends import build_backend as build_provider
 from nodus_gitops.composite import sweep_cells
 from nodus_gitops.config import Binding, Settings
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.phases import is_terminal
-from nodus_gitops.providers.registry import build_provider
 from nodus_gitops.service import Service
 from nodus_gitops.state.store import Store
 from nodus_gitops.wiring import build_service

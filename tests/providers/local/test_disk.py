@@ -10,12 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from nodus_gitops.backends import build_backend as build_provider
 from nodus_gitops.config import Binding, Settings
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.phases import FIXES
 from nodus_gitops.leases import LeaseKeeper
 from nodus_gitops.providers.local.diskuse import tree_bytes
-from nodus_gitops.providers.registry import build_provider
 from nodus_gitops.state.store import Store
 from nodus_gitops.wiring import build_service
 

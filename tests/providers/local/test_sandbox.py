@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 from nodus_gitops.floor.errors import ConfigError
 from nodus_gitops.floor.phases import FIXES
+from nodus_gitops.providers.local.build import local_config
 from nodus_gitops.providers.local.runtime import python_roots
-from nodus_gitops.providers.registry import local_config
 
 from tests.providers.local.conftest import HAS_BWRAP
 

@@ -25,7 +25,7 @@ from nodus_gitops.floor.identity import (
     ResourceKey,
 )
 from nodus_gitops.providers.base import Observed, Workload
-from nodus_gitops.providers.slurm import SlurmConfig, SlurmProvider, from_settings
+from nodus_gitops.providers.slurm import SlurmConfig, SlurmProvider
 
 from tests.support.waiting import wait_for
 
@@ -95,7 +95,7 @@ class Slurm:
     def __init__(self, cluster: Cluster, root: Path, **extra: Any) -> None:
         self.cluster = cluster
         self.root = root
-        self.config: SlurmConfig = from_settings("slurm", cluster.settings(root, **extra))
+        self.config = SlurmConfig.from_settings("slurm", cluster.settings(root, **extra))
         self.provider = SlurmProvider(self.config)
         self.keys: list[ResourceKey] = []
 

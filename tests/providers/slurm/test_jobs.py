@@ -142,7 +142,7 @@ for n in range(60):
 
 
 def test_suspend_and_resume_through_scontrol(slurm):
-    assert slurm.provider.capabilities["suspend"] is True
+    assert slurm.provider.can_suspend() is True
     k = slurm.create("pausable", TICKER)
     slurm.wait(k, lambda o: o.phase == Phase.RUNNING and _ticks(slurm, k) > 3)
     o = slurm.patch(k, state="Suspended")
@@ -199,7 +199,7 @@ def test_requests_the_cluster_cannot_place_fail_with_capacity_unavailable(slurm)
 
 def test_without_a_working_scontrol_suspend_is_refused_or_reported(slurm_factory):
     blind = slurm_factory(scontrol=None)
-    assert blind.provider.capabilities["suspend"] is False
+    assert blind.provider.can_suspend() is False
     k = blind.create("no-suspend", "import time; time.sleep(60)")
     with pytest.raises(PermanentError, match="cannot suspend"):
         blind.patch(k, state="Suspended")

@@ -16,7 +16,7 @@ import pytest
 from nodus_gitops.floor.errors import PermanentError, TransientError
 from nodus_gitops.floor.phases import Phase
 from nodus_gitops.providers.base import Workload
-from nodus_gitops.providers.slurm import SlurmProvider, from_settings
+from nodus_gitops.providers.slurm import SlurmConfig, SlurmProvider
 
 from tests.providers.slurm.conftest import HERE, manifest
 
@@ -38,7 +38,7 @@ def test_a_wrong_token_is_an_authentication_error_that_says_how_to_fix_it(slurm,
     bad_file = tmp_path / "token"
     bad_file.write_text(good[:-4] + ("AAAA" if not good.endswith("AAAA") else "BBBB"))
     settings = slurm.cluster.settings(slurm.root, tokenFile=str(bad_file))
-    provider = SlurmProvider(from_settings("slurm", settings))
+    provider = SlurmProvider(SlurmConfig.from_settings("slurm", settings))
     k = slurm.key("denied")
     started = time.monotonic()
     with pytest.raises(PermanentError) as err:
@@ -58,7 +58,7 @@ def test_token_from_the_environment(slurm, monkeypatch):
     monkeypatch.setenv("NODUS_TEST_SLURM_TOKEN", token)
     settings = slurm.cluster.settings(slurm.root, tokenEnv="NODUS_TEST_SLURM_TOKEN")
     settings.pop("tokenFile")
-    provider = SlurmProvider(from_settings("slurm", settings))
+    provider = SlurmProvider(SlurmConfig.from_settings("slurm", settings))
     assert provider.client.ping()["errors"] == []
 
 

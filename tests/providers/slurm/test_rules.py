@@ -15,7 +15,7 @@ from nodus_gitops.floor.errors import ConfigError, PermanentError, TransientErro
 from nodus_gitops.floor.phases import Phase, Reason
 from nodus_gitops.providers.local.spec import parse_job
 from nodus_gitops.providers.slurm.client import SlurmClient
-from nodus_gitops.providers.slurm.config import from_settings
+from nodus_gitops.providers.slurm.config import SlurmConfig
 from nodus_gitops.providers.slurm.runs import expand
 from nodus_gitops.providers.slurm.status import LOST, Run, decide
 from nodus_gitops.providers.slurm.submit import Unplaceable, array_spec, gres, job_body, partition
@@ -133,12 +133,12 @@ def test_submission_mapping():
 
 def test_settings_refuse_unknown_keys_and_versions():
     with pytest.raises(ConfigError, match="'tokn'"):
-        from_settings("hpc", {"type": "slurm", "root": "/x", "tokn": "a"})
+        SlurmConfig.from_settings("hpc", {"type": "slurm", "root": "/x", "tokn": "a"})
     with pytest.raises(ConfigError, match="apiVersion"):
-        from_settings("hpc", {"type": "slurm", "root": "/x", "apiVersion": "v0.0.40"})
+        SlurmConfig.from_settings("hpc", {"type": "slurm", "root": "/x", "apiVersion": "v0.0.40"})
     with pytest.raises(ConfigError, match="root"):
-        from_settings("hpc", {"type": "slurm"})
-    cfg = from_settings("hpc", {"type": "slurm", "root": "/x", "user": "u",
+        SlurmConfig.from_settings("hpc", {"type": "slurm"})
+    cfg = SlurmConfig.from_settings("hpc", {"type": "slurm", "root": "/x", "user": "u",
                                 "rates": {"gpuHour": {"L4": 2.0}}})
     assert cfg.rates.gpu_rate("L4") == 2.0 and cfg.job_user == "u"
 
@@ -156,7 +156,7 @@ def client(tmp_path):
     def make(handler, token: str | None = None) -> SlurmClient:
         path = tmp_path / f"token-{len(list(tmp_path.iterdir()))}"
         path.write_text(token or _jwt(time.time() + 3600))
-        cfg = from_settings("hpc", {"type": "slurm", "root": "/x", "user": "u",
+        cfg = SlurmConfig.from_settings("hpc", {"type": "slurm", "root": "/x", "user": "u",
                                     "tokenEnv": "NODUS_RULES_UNSET", "tokenFile": str(path)})
         return SlurmClient(cfg, transport=httpx.MockTransport(handler))
     return make
