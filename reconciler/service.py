@@ -17,7 +17,6 @@ from nodus_gitops.floor.results import RUNS
 from nodus_gitops.leases import DEFAULT_TTL, LeaseKeeper
 from nodus_gitops.metered import MeteredProvider
 from nodus_gitops.providers.base import Provider
-from nodus_gitops.backends import build_backend as build_provider
 from nodus_gitops.repos import match_bindings
 from nodus_gitops.state.store import Store
 from nodus_gitops.sync import BindingSync, SyncReport
@@ -35,8 +34,9 @@ TRIGGER_WAIT_SECONDS = 120
 class Service:
     settings: Settings
     store: Store
-    # Builds each binding's sync with its Git source and commit reporter: the composition
-    # root's `wiring.build_sync` (so the service never imports the checks above it).
+    # Build each binding's sync (with its Git source and commit reporter) and each named
+    # backend: the composition root's `wiring.build_service` hands them in, so the service
+    # never imports the checks or the backend wiring above it.
     sync_factory: Callable[[Binding, Provider], BindingSync] | None = None
     provider_factory: Callable[[str], Provider] | None = None
     syncs: dict[str, BindingSync] = field(default_factory=dict)
@@ -53,13 +53,12 @@ class Service:
 
     def __post_init__(self) -> None:
         providers: dict[str, Provider] = {}
-        factory = self.provider_factory or (lambda name: build_provider(
-            name, self.settings.provider_settings(name), self.settings.state_dir))
-        if self.sync_factory is None:
-            raise TypeError("a Service gets its syncs from wiring.build_service")
+        if self.sync_factory is None or self.provider_factory is None:
+            raise TypeError("a Service gets its syncs and backends from wiring.build_service")
         for binding in self.settings.bindings:
             if binding.provider not in providers:
-                providers[binding.provider] = MeteredProvider(factory(binding.provider))
+                providers[binding.provider] = MeteredProvider(
+                    self.provider_factory(binding.provider))
             self.syncs[binding.id] = self.sync_factory(binding, providers[binding.provider])
             self.locks[binding.id] = threading.Lock()
 
@@ -224,8 +223,22 @@ class Service:
             if stop_http:
                 stop_http()
             self.leases.release_all()
+            self.close()
             for s, handler in previous.items():
                 signal.signal(s, handler)
+
+    def close(self) -> None:
+        """Close every backend once (HTTP clients, spare supervisors); runs keep going."""
+        for provider in self.providers():
+            try:
+                provider.close()
+            except Exception:  # one backend's failure must not keep the others open
+                log.exception("closing a backend failed", extra={"provider": provider.name})
+
+    def providers(self) -> list[Provider]:
+        """The backends of this service's bindings, each once."""
+        return list({id(s.applier.provider): s.applier.provider
+                     for s in self.syncs.values()}.values())
 
 
 def _now() -> datetime:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+from nodus_gitops.backends import build_backend
 from nodus_gitops.checks.base import HostLimiter
 from nodus_gitops.checks.poster import build_poster
 from nodus_gitops.checks.reporter import CheckReporter
@@ -41,6 +42,8 @@ def build_sync(settings: Settings, store: Store, binding: Binding, provider: Pro
 def build_service(settings: Settings, store: Store, **fields: Any) -> Service:
     """The long-running service over every binding of `settings` (fields as `Service`'s:
     provider_factory, leases, follow_up, ...)."""
+    fields.setdefault("provider_factory", lambda name: build_backend(
+        name, settings.provider_settings(name), settings.state_dir))
     limiter = HostLimiter()  # one per process: a host's rate limit counts every binding
     return Service(settings, store,
                    sync_factory=partial(build_sync, settings, store, limiter=limiter), **fields)

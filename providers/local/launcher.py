@@ -16,14 +16,18 @@ import subprocess
 import time
 from pathlib import Path
 
+import nodus_gitops
 from nodus_gitops.providers.jsonfiles import read_json, write_json
 from nodus_gitops.providers.local import procs
 from nodus_gitops.providers.local.rundir import RunDir
 
-# -I: the supervisor finds nodus_gitops the way the reconciler did (its interpreter's
-# site-packages, an editable install included) and never the run directory it starts in,
-# nor PYTHONPATH or the user's site-packages.
-_SUPERVISOR = ("-I", "-m", "nodus_gitops.providers.local.supervisor")
+# The supervisor finds nodus_gitops where the reconciler found it: its interpreter's
+# site-packages (an editable install included), else the folder that holds the package,
+# put first on its PYTHONPATH. -P keeps the run directory it starts in off sys.path, -s
+# the user's site-packages.
+_SUPERVISOR = ("-P", "-s", "-m", "nodus_gitops.providers.local.supervisor")
+_HOLDER = Path(nodus_gitops.__file__).resolve().parent.parent
+_PACKAGE_ROOT = str(_HOLDER) if (_HOLDER / "nodus_gitops").is_dir() else None
 
 
 # What a supervisor keeps of the reconciler's environment: enough to run Python. Its
@@ -33,7 +37,11 @@ _SUPERVISOR_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
 
 
 def _env(pass_env: tuple[str, ...] = ()) -> dict[str, str]:
-    return {k: os.environ[k] for k in (*_SUPERVISOR_ENV, *pass_env) if k in os.environ}
+    env = {k: os.environ[k] for k in (*_SUPERVISOR_ENV, *pass_env) if k in os.environ}
+    if _PACKAGE_ROOT:
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH"))
+                                            if p)
+    return env
 
 
 def _record(run: RunDir, proc: subprocess.Popen) -> None:

@@ -334,3 +334,13 @@ def test_a_trigger_during_a_running_sync_is_not_dropped(world: World) -> None:
         assert time.monotonic() < deadline, "the triggered sync never ran"
         time.sleep(0.05)
     assert [op for op, _ in world.provider.calls].count("create") == 1
+
+
+def test_a_stopping_service_closes_each_backend_once(manifest_repo: ManifestRepo, store: Store,
+                                                      tmp_path: Path) -> None:
+    world = World(manifest_repo, store, tmp_path)
+    world.push({"a.yaml": job("a")})
+    world.sync()
+    world.service.stopping.set()  # as a first SIGTERM does: drain, then stop
+    world.service.run()
+    assert world.provider.closed

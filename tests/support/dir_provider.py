@@ -24,6 +24,9 @@ class DirProvider:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
 
+    def close(self) -> None:
+        pass  # nothing held open: every call reads and writes the folder
+
     def _path(self, key: ResourceKey) -> Path:
         return self.root / f"{key.kind}.{key.project}.{key.name}.json"
 

@@ -258,6 +258,25 @@ print(json.dumps({"phase": seen.phase, "runAs": seen.status["runAs"],
 """
 
 
+def _installed_layout(into: Path) -> str:
+    """The package's folders copied as a wheel lays them out (nodus_gitops/, with
+    providers/, state/ and schemas/ inside): a folder to put on sys.path."""
+    import nodus_gitops
+    import nodus_gitops.providers
+    import nodus_gitops.schemas
+    import nodus_gitops.state
+
+    package = into / "nodus_gitops"
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(Path(nodus_gitops.__file__).parent, package, ignore=skip)
+    for sub in (nodus_gitops.providers, nodus_gitops.state, nodus_gitops.schemas):
+        shutil.copytree(Path(sub.__file__).parent, package / sub.__name__.split(".")[-1],
+                        ignore=skip, dirs_exist_ok=True)
+    for path in (into, *into.rglob("*")):
+        os.chown(path, 65534, 65534)
+    return str(into)
+
+
 @bwrap_only
 @root_only
 def test_a_reconciler_that_is_not_root_contains_runs_with_its_own_uid():
@@ -267,7 +286,7 @@ def test_a_reconciler_that_is_not_root_contains_runs_with_its_own_uid():
     root = Path(tempfile.mkdtemp(prefix="nodus-nonroot-", dir="/tmp"))
     try:
         os.chown(root, 65534, 65534)
-        repo = str(Path(__file__).resolve().parents[3])
+        repo = _installed_layout(root / "lib")  # what a wheel installs, readable by nobody
         done = subprocess.run(
             [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3",
              "-c", NON_ROOT_RECONCILER, repo, str(root / "local")],
