@@ -27,6 +27,7 @@ from nodus_gitops.state.engine import redact
 from nodus_gitops.web import api, detail, pages, queries
 from nodus_gitops.web.auth import Auth
 from nodus_gitops.web.openapi import SPEC
+from prometheus_client.core import GaugeMetricFamily
 
 if TYPE_CHECKING:
     from nodus_gitops.service import Service
@@ -110,22 +111,40 @@ def readiness(service: Service, started: float) -> tuple[int, dict[str, Any]]:
     return 200, {"status": "ready"}
 
 
-def gauges(service: Service) -> list[metrics.Gauge]:
-    totals = queries.totals(service.store)
-    costs = totals.cost_by_binding()
-    return [
-        metrics.Gauge("nodus_gitops_resources", "Managed resources by kind and phase.",
-                      [({"kind": k, "phase": p}, n) for k, p, n in totals.by_kind_phase()]),
-        metrics.Gauge("nodus_gitops_cost_usd_total", "Recorded cost of a binding's resources.",
-                      [({"binding": b}, float(costs.get(b, 0)))
-                       for b in sorted(set(service.syncs) | set(costs))]),
-    ]
+class StoreGauges:
+    """The gauges of `/metrics` that the store knows, read at each scrape: managed
+    resources by kind and phase, and each binding's recorded cost."""
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        return list(self._families())
+
+    def collect(self) -> list[GaugeMetricFamily]:
+        totals = queries.totals(self.service.store)
+        resources, cost = self._families()
+        for kind, phase, n in totals.by_kind_phase():
+            resources.add_metric([kind, phase], n)
+        costs = totals.cost_by_binding()
+        for binding in sorted(set(self.service.syncs) | set(costs)):
+            cost.add_metric([binding], float(costs.get(binding, 0)))
+        return [resources, cost]
+
+    @staticmethod
+    def _families() -> tuple[GaugeMetricFamily, GaugeMetricFamily]:
+        return (GaugeMetricFamily("nodus_gitops_resources",
+                                  "Managed resources by kind and phase.", labels=("kind", "phase")),
+                GaugeMetricFamily("nodus_gitops_cost_usd",
+                                  "Recorded cost of a binding's resources, in US dollars.",
+                                  labels=("binding",), unit="usd"))
 
 
 def make_handler(service: Service, auth: Auth | None = None,
                  started: float | None = None) -> type[BaseHTTPRequestHandler]:
     routes = _routes(service)
     static = _static_files()
+    scrape = metrics.scrape_registry([StoreGauges(service)])
     started = time.monotonic() if started is None else started
 
     class Handler(BaseHTTPRequestHandler):
@@ -196,7 +215,7 @@ def make_handler(service: Service, auth: Auth | None = None,
             if not self._authorized():
                 return None
             if path == "/metrics":
-                return self._send(200, metrics.render(gauges(service)), metrics.CONTENT_TYPE)
+                return self._send(200, metrics.render(scrape), metrics.CONTENT_TYPE)
             if path.startswith("/static/"):
                 found = static.get(path.removeprefix("/static/"))
                 if found is None:

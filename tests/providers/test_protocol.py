@@ -100,10 +100,8 @@ def test_a_forwarded_capability_reaches_the_backend_and_is_counted(tmp_path) -> 
             return "2.50"
 
     def counted() -> float:
-        text = REGISTRY.render()
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if 'operation="estimate"' in line and 'provider="fake"' in line
-                   and not line.startswith("#"))
+        return REGISTRY.get_sample_value("nodus_gitops_provider_requests_total",
+                                         {"provider": "fake", "operation": "estimate"}) or 0.0
 
     before = counted()
     wrapped = MeteredProvider(CompositeProvider(Priced(), tmp_path / "w"))

@@ -104,10 +104,12 @@ def test_a_crash_is_recorded_as_an_error_with_its_message(manifest_repo: Manifes
 
     rig = SyncRig(manifest_repo.push_url, tmp_path, FakeProvider(handler))
     sha = push(manifest_repo, {"a.yaml": job("a")})
-    errors = metrics.REGISTRY.syncs.value(binding=BINDING, result="error")
+    errors = metrics.REGISTRY.get_sample_value(
+        "nodus_gitops_syncs_total", {"binding": BINDING, "result": "error"}) or 0.0
     rig.reconcile()
     row = rig.last_sync()
-    assert metrics.REGISTRY.syncs.value(binding=BINDING, result="error") == errors + 1
+    assert metrics.REGISTRY.get_sample_value(
+        "nodus_gitops_syncs_total", {"binding": BINDING, "result": "error"}) == errors + 1
     binding = rig.store.get_binding(BINDING)
     check = rig.sync_checks(sha)[-1]
     assert (row.commit, row.result) == (sha, "error"), (row.result, row.message)
