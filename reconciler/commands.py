@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from nodus_gitops.config import Settings, binding_from_flags, load_settings
@@ -37,6 +38,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
     settings = load_settings(getattr(args, "config", None), bindings=bindings, overrides={
         "state_dir": args.state_dir, "state_url": args.state, "instance": args.instance,
         "listen": getattr(args, "listen", None)})
+    if getattr(args, "binding", None):  # --binding ID: that binding of the config alone
+        settings = replace(settings, bindings=(settings.binding(args.binding),))
     return settings
 
 

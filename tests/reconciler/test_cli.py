@@ -140,3 +140,22 @@ def test_get_prints_the_seeds_job_columns(tmp_path: Path, capsys) -> None:
     header, row = (line.split() for line in capsys.readouterr().out.splitlines())
     assert header[6:9] == ["OFFERING", "RATE", "PROGRESS"]
     assert row[6:9] == ["local-l4", "$0.80/h", "0/1"]
+
+
+def test_reconcile_with_a_config_reconciles_only_the_binding_named(
+        manifest_repo: ManifestRepo, tmp_path: Path) -> None:
+    manifest_repo.write("a/one.yaml", JOB.format(name="one", cap="0.25"))
+    manifest_repo.write("b/two.yaml", JOB.format(name="two", cap="0.25"))
+    manifest_repo.commit()
+    manifest_repo.push()
+    config = tmp_path / "config.yaml"
+    config.write_text(f"stateDir: {tmp_path / 's'}\nrepos:\n"
+                      f"  - {{id: team-a, url: {manifest_repo.push_url}, path: a}}\n"
+                      f"  - {{id: team-b, url: {manifest_repo.push_url}, path: b}}\n"
+                      "checks: {gitnotes: false}\n")
+    done = run_cli("reconcile", "--config", str(config), "--binding", "team-b", "--once")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "team-b: applied" in done.stdout and "team-a" not in done.stdout
+    done = run_cli("reconcile", "--config", str(config), "--binding", "team-c", "--once")
+    assert done.returncode == 1 and "no repo binding 'team-c'" in done.stderr
+    assert "Traceback" not in done.stderr
