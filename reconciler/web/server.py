@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from nodus_gitops import metrics
 from nodus_gitops.floor.errors import ConfigError
 from nodus_gitops.state.engine import redact
-from nodus_gitops.web import api, detail, pages, queries
+from nodus_gitops.web import api, detail, hooks, pages, queries
 from nodus_gitops.web.auth import Auth
 from nodus_gitops.web.openapi import SPEC
 from prometheus_client.core import GaugeMetricFamily
@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 
 CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
        "object-src 'none'; frame-ancestors 'none'")
-DEFAULT_MAX_HOOK_BYTES = 1 << 20  # hooks.MAX_BODY_BYTES, when that module is missing
 HOOK_HOSTS = ("github", "gitlab", "gitea", "generic")
 STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 
@@ -253,18 +252,12 @@ def make_handler(service: Service, auth: Auth | None = None,
             return self._send(HTTPStatus.ACCEPTED, {"status": "sync requested"})
 
         def _hook(self, host: str) -> None:
-            try:
-                from nodus_gitops.web import hooks
-            except ImportError as exc:
-                hooks, missing = None, str(exc)
-            limit = getattr(hooks, "MAX_BODY_BYTES", DEFAULT_MAX_HOOK_BYTES)
+            limit = hooks.MAX_BODY_BYTES
             length = self.headers.get("Content-Length", "")
             if self.headers.get("Transfer-Encoding") or not length.strip().isdigit():
                 return self._send(411, {"error": "a webhook needs a Content-Length"})
             if int(length) > limit:
                 return self._send(413, {"error": f"webhook body over {limit} bytes"})
-            if hooks is None:
-                return self._send(503, {"error": f"webhooks are not available: {missing}"})
             body = self.rfile.read(int(length))
             secrets = (service.settings.checks or {}).get("webhooks", {})
             status, reply = hooks.handle(service, host, self.headers, body, secrets)
@@ -288,7 +281,7 @@ class Stop:
 def start_server(service: Service, listen: str) -> Callable[[], None]:
     """Serve in a background thread; returns the function that stops it (a `Stop`, whose
     `address` gives the port when `listen` asked for port 0)."""
-    auth = Auth.from_config(getattr(service.settings, "dashboard", None) or {})
+    auth = Auth.from_config(service.settings.dashboard)
     host, _, port = listen.rpartition(":")
     try:
         server = ThreadingHTTPServer((host or "127.0.0.1", int(port)),
