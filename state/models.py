@@ -3,7 +3,8 @@
 Every timestamp is a timezone-aware UTC `datetime` (stored naive-UTC on SQLite, as
 `timestamptz` on PostgreSQL); every structured value is a `sqlalchemy.JSON` column, which
 both databases round-trip. Enumerated string columns have a `StrEnum` here. Constraint and
-index names are explicit so later migrations can refer to them.
+index names are explicit so later migrations can refer to them. These models are the
+head revision of state/alembic/versions (a test fails when the two differ).
 """
 
 from __future__ import annotations
@@ -201,7 +202,9 @@ class Replica(SQLModel, table=True):
 
 
 class SchemaVersion(SQLModel, table=True):
-    """The single row saying which migration the database has reached."""
+    """The marker of the ordered migrations before Alembic (which now keeps the revision in
+    `alembic_version`): its one row stays at `migrations.LEGACY_GUARD`, newer than those
+    releases know, so they refuse the database instead of taking it for an empty one."""
 
     __tablename__ = "schema_version"
     __table_args__ = (CheckConstraint("id = 1", name="ck_schema_version_single_row"),)
@@ -209,9 +212,3 @@ class SchemaVersion(SQLModel, table=True):
     id: int = Field(default=1, primary_key=True)
     version: int
 
-
-TABLES = tuple(
-    m.__table__  # type: ignore[attr-defined]
-    for m in (RepoBinding, Sync, InventoryItem, Intent, Event, CheckRecord, Lease, Replica,
-              SchemaVersion)
-)

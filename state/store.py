@@ -22,7 +22,7 @@ from nodus_gitops.state.base import key_is, split_key, utc_now
 from nodus_gitops.state.inventory import InventoryStore
 from nodus_gitops.state.journal import JournalStore
 from nodus_gitops.state.leases import LeaseStore
-from nodus_gitops.state.migrations import current_version, migrate
+from nodus_gitops.state.migrations import current_revision, migrate
 from nodus_gitops.state.models import (
     CheckRecord,
     Event,
@@ -84,9 +84,10 @@ class Store(InventoryStore, JournalStore, LeaseStore):
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    def schema_version(self) -> int:
+    def schema_version(self) -> str | None:
+        """The Alembic revision of the schema (`migrations.head()` once open)."""
         with self._read() as conn:
-            return current_version(conn)
+            return current_revision(conn)
 
     # -- bindings --------------------------------------------------------------------------
 

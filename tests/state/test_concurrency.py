@@ -13,7 +13,7 @@ from typing import Any
 
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.state import InventoryRecord, Store
-from nodus_gitops.state.migrations import LATEST
+from nodus_gitops.state.migrations import head
 
 WRITES = 200  # per process and per kind of write: 4 x 200 = 800 transactions each
 SHARED = [ResourceKey("Job", "proj-a", f"shared-{i}") for i in range(5)]
@@ -57,7 +57,7 @@ def test_two_processes_write_one_database_at_once(state_url: str) -> None:
     assert [w.exitcode for w in workers] == [0, 0]
 
     with Store.open(state_url) as store:
-        assert store.schema_version() == LATEST
+        assert store.schema_version() == head()
         assert len(store.pending_intents()) == 2 * WRITES
         assert len(store.list_events(limit=10 * WRITES)) == 2 * WRITES
         assert [r.key for r in store.list_inventory()] == SHARED

@@ -1,0 +1,1 @@
+"""The state store's Alembic revisions, oldest first by number; see state/migrations.py."""
