@@ -17,17 +17,29 @@ import time
 from pathlib import Path
 
 import nodus_gitops
+import nodus_gitops.providers
 from nodus_gitops.providers.jsonfiles import read_json, write_json
 from nodus_gitops.providers.local import procs
 from nodus_gitops.providers.local.rundir import RunDir
 
-# The supervisor finds nodus_gitops where the reconciler found it: its interpreter's
-# site-packages (an editable install included), else the folder that holds the package,
-# put first on its PYTHONPATH. -P keeps the run directory it starts in off sys.path, -s
-# the user's site-packages.
-_SUPERVISOR = ("-P", "-s", "-m", "nodus_gitops.providers.local.supervisor")
-_HOLDER = Path(nodus_gitops.__file__).resolve().parent.parent
-_PACKAGE_ROOT = str(_HOLDER) if (_HOLDER / "nodus_gitops").is_dir() else None
+# A supervisor runs under the `python` setting, which need not be the reconciler's own
+# interpreter nor see its site-packages: it imports only the standard library and this
+# package, whose two folders (the root package and its providers) it is told, as the
+# reconciler found them (a wheel, an editable install, a source tree). -S: no site, -P:
+# not the run directory it starts in.
+_BOOT = """import importlib.util, json, runpy, sys
+for name, folder in json.loads(sys.argv.pop(1)):
+    spec = importlib.util.spec_from_file_location(
+        name, folder + "/__init__.py", submodule_search_locations=[folder])
+    sys.modules[name] = module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+runpy.run_module("nodus_gitops.providers.local.supervisor", run_name="__main__",
+                 alter_sys=True)
+"""
+_FOLDERS = json.dumps([(name, str(Path(m.__file__).resolve().parent))
+                       for name, m in (("nodus_gitops", nodus_gitops),
+                                       ("nodus_gitops.providers", nodus_gitops.providers))])
+_SUPERVISOR = ("-S", "-P", "-c", _BOOT, _FOLDERS)
 
 
 # What a supervisor keeps of the reconciler's environment: enough to run Python. Its
@@ -37,11 +49,7 @@ _SUPERVISOR_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR",
 
 
 def _env(pass_env: tuple[str, ...] = ()) -> dict[str, str]:
-    env = {k: os.environ[k] for k in (*_SUPERVISOR_ENV, *pass_env) if k in os.environ}
-    if _PACKAGE_ROOT:
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH"))
-                                            if p)
-    return env
+    return {k: os.environ[k] for k in (*_SUPERVISOR_ENV, *pass_env) if k in os.environ}
 
 
 def _record(run: RunDir, proc: subprocess.Popen) -> None:
