@@ -131,14 +131,21 @@ def server_dry_run(settings: Settings, binding, the_plan, tree: DesiredTree,
     provider_settings = settings.provider_settings(binding.provider)
     if provider_settings.get("type", binding.provider) != "nodus":
         return {}
-    from nodus_gitops.apply import ApplyContext, merge_patch, workload_for
     from nodus_gitops.backends import build_backend
     from nodus_gitops.providers.base import DryRuns
 
     provider = build_backend(binding.provider, provider_settings, settings.state_dir)
-    if not isinstance(provider, DryRuns):
+    try:
+        return _dry_runs(provider, settings, binding, the_plan, tree, commit) if isinstance(
+            provider, DryRuns) else {}
+    finally:
         provider.close()
-        return {}
+
+
+def _dry_runs(provider, settings: Settings, binding, the_plan, tree: DesiredTree,
+              commit: str) -> dict:
+    from nodus_gitops.apply import ApplyContext, merge_patch, workload_for
+
     ctx = ApplyContext(binding.id, binding.project, settings.instance, binding.url, commit)
     manifests = {(m.kind, m.name): m for m in tree.manifests}
     results = {}

@@ -9,22 +9,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from nodus_gitops.checks.budget import BudgetLeft, InventoryReader, is_amount, project_budget
 from nodus_gitops.config import Binding
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.problems import Problem
 from nodus_gitops.plan import ActionType, Plan
+from nodus_gitops.providers.base import Estimates
 
 STARTS = (ActionType.CREATE, ActionType.REPLACE)  # the actions that start a new run
-
-
-@runtime_checkable
-class Estimates(Protocol):
-    """A backend that can price a manifest before it runs (the optional capability)."""
-
-    def estimate(self, manifest: dict[str, Any]) -> str: ...
 
 
 @dataclass(frozen=True)
