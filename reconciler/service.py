@@ -112,9 +112,7 @@ class Service:
     def expire_finished(self) -> None:
         """ttlSecondsAfterFinished with nobody looking: each backend this replica drives
         removes what is due (finished Pipelines and Sweeps with their stage and cell Jobs)."""
-        providers = {id(s.applier.provider): s.applier.provider for b, s in self.syncs.items()
-                     if self.leases is None or self.leases.holds(b)}
-        for provider in providers.values():
+        for provider in self.providers(held_only=True):
             if isinstance(provider, ExpiresFinished):
                 try:
                     provider.expire_finished()
@@ -235,10 +233,11 @@ class Service:
             except Exception:  # one backend's failure must not keep the others open
                 log.exception("closing a backend failed", extra={"provider": provider.name})
 
-    def providers(self) -> list[Provider]:
-        """The backends of this service's bindings, each once."""
-        return list({id(s.applier.provider): s.applier.provider
-                     for s in self.syncs.values()}.values())
+    def providers(self, *, held_only: bool = False) -> list[Provider]:
+        """The backends of this service's bindings, each once; with `held_only`, only of
+        the bindings this replica holds the lease of."""
+        return list({id(s.applier.provider): s.applier.provider for b, s in self.syncs.items()
+                     if not held_only or self.leases is None or self.leases.holds(b)}.values())
 
 
 def _now() -> datetime:
