@@ -24,6 +24,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 import pygit2
 from nodus_gitops.floor.errors import ConfigError, SourceError
+from nodus_gitops.floor.redaction import scrub, url_without_userinfo
 from nodus_gitops.floor.retry import Backoff as Backoff  # re-exported (sync.py)
 from nodus_gitops.manifests import MAX_FILE_BYTES, Oversized
 from pygit2.enums import CredentialType, FileMode, RepositoryOpenFlag
@@ -136,14 +137,6 @@ class CommitInfo:
     email: str
     message: str  # first line only
     time: datetime  # author time, in the author's UTC offset
-
-
-def redact(url: str) -> str:
-    """`url` without its user:password part, for messages; scp-like URLs and paths as is."""
-    if "://" not in url:
-        return url
-    parts = urlsplit(url)
-    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
 def split_userinfo(url: str) -> tuple[str, str | None, str | None]:
@@ -317,7 +310,7 @@ class GitSource:
             raise ConfigError(f"branch {branch!r} is not a valid Git branch name")
         if not pygit2.settings.server_timeout:
             set_network_timeouts()
-        self.url = redact(remote_url)  # the only form of the URL that messages show
+        self.url = url_without_userinfo(remote_url)  # the only form of the URL that messages show
         self.branch = branch
         self.path = Path(mirror_dir) / _mirror_name(remote_url)
         self._credentials = credentials
@@ -495,9 +488,7 @@ class GitSource:
 
     def _scrub(self, text: str) -> str:
         held = self._credentials.redacted() if self._credentials else ()
-        for secret in (*self._secrets, *held):
-            text = text.replace(secret, "***")
-        return text
+        return scrub(text, (*self._secrets, *held))
 
     # -- the object database -----------------------------------------------------------
 

@@ -9,13 +9,13 @@ psycopg 3 whatever driver the URL names. Errors name the setting and never show 
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
 from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.floor.redaction import mask_url_passwords
 from sqlalchemy import URL, Connection, Engine, create_engine, event, make_url
 from sqlalchemy.exc import ArgumentError
 
@@ -24,11 +24,6 @@ BUSY_TIMEOUT_MS = 5000
 SQLITE_DRIVERS = frozenset({"sqlite", "sqlite+pysqlite"})
 POSTGRES_DRIVERS = frozenset({"postgres", "postgresql", "postgresql+psycopg"})
 _EXAMPLES = "sqlite:////var/lib/nodus-gitops/state.db or postgresql://USER@HOST:5432/DB"
-
-
-def redact(text: str) -> str:
-    """Hide the password of any `scheme://user:password@` in `text`."""
-    return re.sub(r"(://[^:/@\s]*):[^@/\s]*@", r"\1:***@", text)
 
 
 def display(url: URL) -> str:
@@ -50,7 +45,7 @@ def resolve_url(url: str | None, state_dir: Path | None) -> URL:
         parsed = make_url(url.strip())
     except ArgumentError as exc:
         raise ConfigError(
-            f"--state: {redact(url)!r} is not a database URL (for example {_EXAMPLES})"
+            f"--state: {mask_url_passwords(url)!r} is not a database URL (for example {_EXAMPLES})"
         ) from exc
     if parsed.drivername in POSTGRES_DRIVERS:
         return parsed.set(drivername="postgresql+psycopg")

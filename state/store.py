@@ -17,6 +17,7 @@ from typing import Any
 
 from nodus_gitops.floor.errors import ConfigError
 from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.redaction import mask_url_passwords
 from nodus_gitops.state import engine as engines
 from nodus_gitops.state.base import key_is, split_key, utc_now
 from nodus_gitops.state.inventory import InventoryStore
@@ -71,7 +72,7 @@ class Store(InventoryStore, JournalStore, LeaseStore):
             raise
         except DBAPIError as exc:
             engine.dispose()
-            reason = engines.redact(str(exc.orig).strip().splitlines()[0] if exc.orig else "")
+            reason = mask_url_passwords(str(exc.orig).strip().splitlines()[0] if exc.orig else "")
             raise ConfigError(f"--state: cannot open state database {label}: {reason}") from exc
         return cls(engine, clock, label)
 

@@ -30,9 +30,9 @@ import httpx
 import tenacity
 from nodus_gitops.checks.model import CheckRun
 from nodus_gitops.floor.errors import NotFoundError, PermanentError, TransientError
+from nodus_gitops.floor.redaction import scrub, url_without_userinfo
 from nodus_gitops.floor.retry import RetryPolicy as _Policy
 from nodus_gitops.floor.retry import retry_after
-from nodus_gitops.source import redact
 
 log = logging.getLogger("nodus_gitops.checks")
 
@@ -109,7 +109,7 @@ def split_repo_url(url: str) -> tuple[str, str]:
         scheme, (host, path) = "https", (match.groups() if match else ("", url))
     path = path.strip("/").removesuffix(".git")
     if not host or path.count("/") < 1:
-        raise ValueError(f"cannot tell the host and repository from {redact(url)!r}")
+        raise ValueError(f"cannot tell the host and repository from {url_without_userinfo(url)!r}")
     return f"{scheme}://{host}", path
 
 
@@ -234,7 +234,7 @@ class ApiClient:
                 return
             if not following.startswith(self.base_url + "/"):
                 raise PermanentError(f"GET {self.host}{path}: the next page is on another "
-                                     f"address ({redact(following)}); not followed")
+                                     f"address ({url_without_userinfo(following)}); not followed")
             url, query = following, None
         raise PermanentError(f"GET {self.host}{path}: more than {MAX_PAGES} pages")
 
@@ -281,8 +281,8 @@ class ApiClient:
                     if delay is None:
                         raise self._permanent(response, where, token, needs)
                     unsure = response.status_code >= 500
-                    raise _Again(_scrub(f"{where} answered {response.status_code}: "
-                                        f"{_api_message(response)}", token), delay)
+                    raise _Again(scrub(f"{where} answered {response.status_code}: "
+                                        f"{_api_message(response)}", (token,), "<token>"), delay)
         except _Again as failed:  # out of attempts, or a wait too long to sleep through
             raise TransientError(failed.message, delay=failed.delay) from None
         raise AssertionError("unreachable")  # tenacity re-raises the last failure
@@ -344,7 +344,7 @@ class ApiClient:
             wanted = f" ({wanted})" if wanted else ""
             message += f"; the token may lack permission{wanted}: check {self.token.setting}"
         kind = {404: NotFoundError, 422: ValidationFailed}.get(status, PermanentError)
-        return kind(_scrub(message, token))
+        return kind(scrub(message, (token,), "<token>"))
 
 
 @dataclass(frozen=True)
@@ -381,10 +381,6 @@ def _api_message(response: httpx.Response) -> str:
                    else str(e) for e in errors]
         text += f" ({'; '.join(map(str, details))})"
     return truncate(text, 300)
-
-
-def _scrub(message: str, token: str) -> str:
-    return message.replace(token, "<token>") if len(token) >= 4 else message
 
 
 def _number(value: str) -> float | None:

@@ -23,7 +23,8 @@ from typing import Any
 import pygit2
 from nodus_gitops.checks.model import CheckRun
 from nodus_gitops.floor.errors import ConfigError, PermanentError, SourceError, TransientError
-from nodus_gitops.source import Credentials, _Callbacks, _split_url, redact
+from nodus_gitops.floor.redaction import scrub, url_without_userinfo
+from nodus_gitops.source import Credentials, _Callbacks, _split_url
 
 NOTES_REF = "refs/notes/nodus"
 REMOTE_COPY = "refs/notes/nodus-remote"
@@ -151,11 +152,12 @@ class GitNotesWriter:
                 return
             except _Refused:
                 continue  # a racing writer pushed first: fetch, merge and try again
-        raise TransientError(f"push of {NOTES_REF} to {redact(self._url)} was refused "
+        raise TransientError(f"push of {NOTES_REF} to {url_without_userinfo(self._url)} "
+                             "was refused "
                              f"{self._attempts} times in a row (racing writers)", delay=5.0)
 
     def _fetch(self, remote: pygit2.Remote) -> pygit2.Oid | None:
-        callbacks = _Callbacks(self._credentials, redact(self._url))
+        callbacks = _Callbacks(self._credentials, url_without_userinfo(self._url))
         remote.fetch([f"+{NOTES_REF}:{REMOTE_COPY}"], callbacks=callbacks)
         names = {head.name for head in remote.list_heads(connect=False)}
         if NOTES_REF not in names:  # a fetch of a missing ref is silently a no-op
@@ -179,7 +181,7 @@ class GitNotesWriter:
         return self._tip(NOTES_REF) != remote_tip
 
     def _push_once(self, remote: pygit2.Remote) -> None:
-        callbacks = _PushCallbacks(self._credentials, redact(self._url))
+        callbacks = _PushCallbacks(self._credentials, url_without_userinfo(self._url))
         try:
             remote.push([f"{NOTES_REF}:{NOTES_REF}"], callbacks=callbacks)
         except pygit2.GitError as exc:
@@ -198,14 +200,12 @@ class GitNotesWriter:
         except SourceError as exc:  # authentication: retrying cannot help until fixed
             raise PermanentError(f"checks.gitnotes: {self._scrub(str(exc))}") from None
         except (pygit2.GitError, OSError) as exc:
-            raise TransientError(f"checks.gitnotes: {redact(self._url)}: "
+            raise TransientError(f"checks.gitnotes: {url_without_userinfo(self._url)}: "
                                  f"{self._scrub(str(exc))}") from None
 
     def _scrub(self, message: str) -> str:
         held = self._credentials.redacted() if self._credentials else ()
-        for secret in (*self._secrets, *held):
-            message = message.replace(secret, "<secret>")
-        return message
+        return scrub(message, (*self._secrets, *held), "<secret>")
 
 
 def _entry(run: CheckRun, now: datetime) -> dict[str, Any]:

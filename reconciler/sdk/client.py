@@ -16,8 +16,9 @@ from typing import Any
 
 import httpx
 import pygit2
+from nodus_gitops.floor.redaction import url_without_userinfo
 from nodus_gitops.sdk import errors
-from nodus_gitops.source import Credentials, redact
+from nodus_gitops.source import Credentials
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
 DEFAULT_NOT_FOUND_GRACE = 90.0  # 3x the default 30 s poll interval
@@ -120,7 +121,7 @@ class Client:
         self.lock = threading.RLock()  # one Git operation at a time per client
 
     def __repr__(self) -> str:
-        repo = redact(self.repo_url) if self.repo_url else None
+        repo = url_without_userinfo(self.repo_url) if self.repo_url else None
         return (f"Client(repo_url={repo!r}, branch={self.branch!r}, path={self.path!r}, "
                 f"api_url={self.api_url!r}, project={self.project!r}, "
                 f"token={'<set>' if self._token else None})")

@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 
 from nodus_gitops.floor.errors import NotFoundError
 from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.redaction import url_without_userinfo
 from nodus_gitops.output import resource_object
-from nodus_gitops.source import redact
 from nodus_gitops.state.records import BindingRecord, CheckRecordValue, EventRecord, SyncRecord
 from nodus_gitops.web import logs, queries
 from nodus_gitops.web.html import with_query
@@ -74,7 +74,7 @@ def binding_object(service: Service, record: BindingRecord | None, binding_id: s
     url = record.url if record else (sync.binding.url if sync else None)
     return {
         "id": binding_id,
-        "url": redact(url) if url else None,
+        "url": url_without_userinfo(url) if url else None,
         "branch": record.branch if record else None,
         "path": record.path if record else None,
         "project": record.project if record else None,

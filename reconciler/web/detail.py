@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from nodus_gitops.floor.errors import NotFoundError
 from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.redaction import url_without_userinfo
 from nodus_gitops.output import money
-from nodus_gitops.source import redact
 from nodus_gitops.state.records import InventoryRecord
 from nodus_gitops.web import logs, svg
 from nodus_gitops.web.html import (
@@ -194,7 +194,7 @@ def resource_page(service: Service, kind: str, project: str, name: str) -> tuple
         return 404, layout("Not found", tag("p", f"No resource {kind}/{project}/{name}."))
     status = mask(r.status or {})
     binding = service.store.get_binding(r.binding_id)
-    repo_url = redact(binding.url) if binding else None
+    repo_url = url_without_userinfo(binding.url) if binding else None
     facts = [("Phase", phase_badge(r.phase)),
              ("Reason", tag("span", r.reason or "-", data_field="reason")),
              ("Message", tag("span", r.message or "-", data_field="message")),

@@ -8,9 +8,9 @@ import json
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from nodus_gitops.floor.redaction import url_without_userinfo
 from nodus_gitops.floor.results import FAILED_RESULTS
 from nodus_gitops.output import age, money, progress
-from nodus_gitops.source import redact
 from nodus_gitops.web import api, queries
 from nodus_gitops.web.html import (
     Safe,
@@ -155,7 +155,7 @@ def resources(service: Service, params: dict[str, list[str]]) -> tuple[int, byte
         return 400, layout("Resources", tag("p", str(exc), class_="error"), active="resources")
     records, total = queries.resources_page(service.store, q)
     facets = queries.facets(service.store)
-    urls = {b.id: redact(b.url) for b in service.store.list_bindings()}
+    urls = {b.id: url_without_userinfo(b.url) for b in service.store.list_bindings()}
     form = tag(
         "form",
         _select("repo", facets["repo"], q.repo), _select("kind", facets["kind"], q.kind),
@@ -211,7 +211,7 @@ def _plan(plan: dict[str, Any]) -> Safe:
 def history(service: Service, params: dict[str, list[str]]) -> bytes:
     repo = (params.get("repo") or [None])[-1] or None
     syncs = service.store.list_syncs(repo, limit=100)
-    urls = {b.id: redact(b.url) for b in service.store.list_bindings()}
+    urls = {b.id: url_without_userinfo(b.url) for b in service.store.list_bindings()}
     items = []
     for s in syncs:
         checks = service.store.list_checks(commit=s.commit, binding_id=s.binding_id)

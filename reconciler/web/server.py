@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from nodus_gitops import metrics
 from nodus_gitops.floor.errors import ConfigError
-from nodus_gitops.state.engine import redact
+from nodus_gitops.floor.redaction import mask_url_passwords
 from nodus_gitops.web import api, detail, hooks, pages, queries
 from nodus_gitops.web.auth import Auth
 from nodus_gitops.web.openapi import SPEC
@@ -94,7 +94,8 @@ def readiness(service: Service, started: float) -> tuple[int, dict[str, Any]]:
     try:
         records = {b.id: b for b in service.store.list_bindings()}
     except Exception as exc:  # any driver error: the store is unreachable
-        return 503, {"status": "unavailable", "error": f"state store: {redact(str(exc))}"}
+        reason = mask_url_passwords(str(exc))
+        return 503, {"status": "unavailable", "error": f"state store: {reason}"}
     now, late = datetime.now(UTC), []
     for binding_id, sync in service.syncs.items():
         limit = 3 * sync.binding.interval

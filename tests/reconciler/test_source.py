@@ -9,7 +9,8 @@ from pathlib import Path
 import pygit2
 import pytest
 from nodus_gitops.floor.errors import ConfigError, SourceError
-from nodus_gitops.source import Backoff, Credentials, GitSource, redact
+from nodus_gitops.floor.redaction import mask_url_passwords, scrub, url_without_userinfo
+from nodus_gitops.source import Backoff, Credentials, GitSource
 
 from tests.fixtures_git import GitHttpServer, ManifestRepo, git, serve_git_http
 
@@ -417,11 +418,23 @@ def test_credentials_from_env_and_file(tmp_path):
         Credentials.from_file(tmp_path / "absent")
 
 
-def test_redact():
-    assert redact("https://u:p@h.example/x.git") == "https://h.example/x.git"
-    assert redact("ssh://git@h.example:22/x.git") == "ssh://h.example:22/x.git"
-    assert redact("git@h.example:org/x.git") == "git@h.example:org/x.git"
-    assert redact("/srv/x.git") == "/srv/x.git"
+def test_url_without_userinfo():
+    assert url_without_userinfo("https://u:p@h.example/x.git") == "https://h.example/x.git"
+    assert url_without_userinfo("ssh://git@h.example:22/x.git") == "ssh://h.example:22/x.git"
+    assert url_without_userinfo("git@h.example:org/x.git") == "git@h.example:org/x.git"
+    assert url_without_userinfo("/srv/x.git") == "/srv/x.git"
+
+
+def test_mask_url_passwords_keeps_the_user_and_hides_each_password():
+    text = "could not connect to postgresql://app:s3cret@db:5432/x (via http://u:p@proxy)"
+    assert mask_url_passwords(text) == ("could not connect to postgresql://app:***@db:5432/x "
+                                        "(via http://u:***@proxy)")
+
+
+def test_scrub_hides_every_secret_but_not_fragments_too_short_to_be_one():
+    message = "token ghp_abcdef refused; retry with ghp_abcdef or ab"
+    assert scrub(message, ("ghp_abcdef", "ab", "")) == "token *** refused; retry with *** or ab"
+    assert scrub("x tok1 y", ("tok1",), "<token>") == "x <token> y"
 
 
 def test_backoff_grows_to_the_cap_with_jitter():
