@@ -26,7 +26,7 @@ import yaml
 from nodus_gitops.checks.base import split_repo_url
 from nodus_gitops.checks.budget import Budget, budgets_from_settings
 from nodus_gitops.checks.github_app import GitHubApp, git_credentials
-from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.floor.errors import ConfigError, refuse_unknown_settings
 from nodus_gitops.floor.quantities import DurationError, duration
 from nodus_gitops.source import Credentials, split_userinfo
 
@@ -186,10 +186,7 @@ def binding_from_mapping(raw: Mapping[str, Any], where: str, *,
             values.update(_credentials(value, f"{where}.credentials", github_app))
             continue
         if key == "checks" and isinstance(value, Mapping):
-            unknown = set(value) - {"workloads"}
-            if unknown:
-                raise ConfigError(f"{where}.checks: unknown setting(s) {sorted(unknown)} "
-                                  "(known: workloads)")
+            refuse_unknown_settings(value, ["workloads"], f"{where}.checks")
             values["check_workloads"] = _coerce("check_workloads", value.get("workloads", False),
                                                 f"{where}.checks.workloads")
             continue
@@ -211,10 +208,7 @@ def binding_from_mapping(raw: Mapping[str, Any], where: str, *,
 
 def _credentials(raw: Mapping[str, Any], where: str,
                  github_app: GitHubApp | None) -> dict[str, Any]:
-    unknown = sorted(set(raw) - set(_CREDENTIALS))
-    if unknown:
-        raise ConfigError(f"{where}: unknown setting {unknown[0]!r} (known: "
-                          f"{', '.join(_CREDENTIALS)})")
+    refuse_unknown_settings(raw, _CREDENTIALS, where)
     values = {"credentials_env": raw.get("env"), "credentials_file": raw.get("file")}
     if _bool(raw.get("githubApp", False), f"{where}.githubApp"):
         if github_app is None:
@@ -306,10 +300,7 @@ def _read_config(path: str) -> dict[str, Any]:
         raise ConfigError(f"{path}: the config is a mapping (instance, state, repos, ...)")
     known = {"instance", "stateDir", "state", "listen", "repos", "providers", "checks",
              "dashboard", "githubApp", "budgets"}
-    for key in raw:
-        if key not in known:
-            raise ConfigError(f"{path}: unknown setting {key!r} (known: "
-                              f"{', '.join(sorted(known))})")
+    refuse_unknown_settings(raw, sorted(known), str(path))
     return raw
 
 

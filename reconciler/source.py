@@ -26,10 +26,9 @@ import pygit2
 from nodus_gitops.floor.errors import ConfigError, SourceError
 from nodus_gitops.floor.redaction import scrub, url_without_userinfo
 from nodus_gitops.floor.retry import Backoff as Backoff  # re-exported (sync.py)
-from nodus_gitops.manifests import MAX_FILE_BYTES, Oversized
+from nodus_gitops.manifests import MAX_FILE_BYTES, Oversized, is_manifest_path
 from pygit2.enums import CredentialType, FileMode, RepositoryOpenFlag
 
-YAML_SUFFIXES = (".yaml", ".yml")
 MAX_AUTH_ATTEMPTS = 3  # libgit2 re-asks forever when a server keeps answering 401
 _FILE_MODES = (FileMode.BLOB, FileMode.BLOB_EXECUTABLE)  # symlinks/submodules aren't manifests
 _SCP_LIKE = re.compile(r"^[^/]*:")  # git's rule: a colon before the first slash means host:path
@@ -203,7 +202,7 @@ def _clean_path(path: str) -> str:
 
 def _is_manifest(name: str, mode: int, prefix: str) -> bool:
     under = not prefix or name.startswith(prefix + "/")
-    return mode in _FILE_MODES and name.endswith(YAML_SUFFIXES) and under
+    return mode in _FILE_MODES and is_manifest_path(name) and under
 
 
 def _subtree(tree: pygit2.Tree, prefix: str) -> pygit2.Tree | None:
@@ -512,7 +511,7 @@ class GitSource:
                 name = f"{base}/{entry.name}" if base else entry.name
                 if isinstance(entry, pygit2.Tree):  # cheaper than building a FileMode
                     stack.append((name, entry))
-                elif name.endswith(YAML_SUFFIXES) and _is_manifest(name, entry.filemode, ""):
+                elif _is_manifest(name, entry.filemode, ""):
                     found[name] = self._content(entry)
         return dict(sorted(found.items()))
 

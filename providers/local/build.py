@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.floor.errors import ConfigError, refuse_unknown_settings
 from nodus_gitops.providers.local.config import GpuSlot, LocalConfig, RateCard
 from nodus_gitops.providers.local.provider import LocalProvider
 
@@ -32,6 +32,9 @@ def root_of(settings: Mapping[str, Any], state_dir: Path) -> Path:
 
 def local_config(name: str, settings: Mapping[str, Any]) -> LocalConfig:
     """LocalConfig from camelCase settings, unknown keys refused with the setting named."""
+    refuse_unknown_settings(set(settings) - {"useBubblewrap"},
+                            ["type", "root", "rates", "gpuSlots", *_LOCAL_KEYS],
+                            f"providers.{name}")
     values: dict[str, Any] = {}
     for key, value in settings.items():
         if key in ("type", "root"):
@@ -43,20 +46,14 @@ def local_config(name: str, settings: Mapping[str, Any]) -> LocalConfig:
             raise ConfigError(f"providers.{name}.useBubblewrap: replaced by sandbox: bubblewrap "
                               "(the default) or sandbox: none")
         elif key == "rates":
-            unknown = set(value or {}) - set(_RATE_KEYS)
-            if unknown:
-                raise ConfigError(f"providers.{name}.rates: unknown {sorted(unknown)} (known: "
-                                  f"{', '.join(_RATE_KEYS)})")
+            refuse_unknown_settings(value or {}, _RATE_KEYS, f"providers.{name}.rates")
             values["rates"] = RateCard(**{_RATE_KEYS[k]: v for k, v in value.items()})
-        elif key == "gpuSlots":
+        else:  # gpuSlots, the only key left
             try:
                 values["gpu_slots"] = [GpuSlot(**slot) for slot in value or []]
             except TypeError as e:
                 raise ConfigError(f"providers.{name}.gpuSlots: {e} (each slot: type, "
                                   "memory, index, simulated)") from None
-        else:
-            raise ConfigError(f"providers.{name}: unknown setting {key!r} (known: type, root, "
-                              f"rates, gpuSlots, {', '.join(_LOCAL_KEYS)})")
     try:
         return LocalConfig(**values)
     except ValueError as exc:

@@ -22,7 +22,7 @@ from typing import Any
 
 import certifi
 import yaml
-from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.floor.errors import ConfigError, refuse_unknown_settings
 from nodus_gitops.floor.quantities import parse_duration
 
 DEFAULT_KEY_ENV = "NODUS_API_KEY"
@@ -69,10 +69,7 @@ class NodusConfig:
                       base_dir: Path | None = None) -> NodusConfig:
         environ = os.environ if environ is None else environ
         where = f"providers.{name}"
-        unknown = sorted(set(settings) - set(KNOWN_KEYS))
-        if unknown:
-            raise ConfigError(f"{where}.{unknown[0]}: unknown setting (known: "
-                              f"{', '.join(KNOWN_KEYS)})")
+        refuse_unknown_settings(settings, KNOWN_KEYS, where)
         timeout = _timeout(settings.get("timeout"), f"{where}.timeout")
         base = base_dir or Path.cwd()
         kube = None

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.floor.errors import ConfigError, refuse_unknown_settings
 from nodus_gitops.providers.local.config import RateCard
 
 DEFAULT_URL = "http://127.0.0.1:6820"
@@ -113,10 +113,7 @@ def _str_map(name: str, key: str, value: Any) -> dict[str, str]:
 def _from_settings(name: str, settings: Mapping[str, Any], state_dir: Path | None = None
                    ) -> SlurmConfig:
     """SlurmConfig from `providers.<name>`; unknown keys are refused with the setting named."""
-    unknown = sorted(set(settings) - set(KEYS))
-    if unknown:
-        raise ConfigError(f"providers.{name}: unknown setting {unknown[0]!r} (known: "
-                          f"{', '.join(KEYS)})")
+    refuse_unknown_settings(settings, KEYS, f"providers.{name}")
     root = settings.get("root") or (state_dir / "slurm" if state_dir else None)
     if not root:
         raise ConfigError(f"providers.{name}.root: a directory on the cluster's shared "
@@ -129,10 +126,7 @@ def _from_settings(name: str, settings: Mapping[str, Any], state_dir: Path | Non
     if sandbox not in ("auto", "none"):
         raise ConfigError(f"providers.{name}.sandbox: {sandbox!r} (use auto or none)")
     rates = settings.get("rates") or {}
-    bad = sorted(set(rates) - set(_RATE_KEYS))
-    if bad:
-        raise ConfigError(f"providers.{name}.rates: unknown {bad} (known: "
-                          f"{', '.join(_RATE_KEYS)})")
+    refuse_unknown_settings(rates, _RATE_KEYS, f"providers.{name}.rates")
     token_file = settings.get("tokenFile")
     return SlurmConfig(
         root=Path(root),

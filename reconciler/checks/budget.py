@@ -21,7 +21,7 @@ from decimal import Decimal, InvalidOperation
 from enum import StrEnum
 from typing import Any, Protocol
 
-from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.floor.errors import ConfigError, refuse_unknown_settings
 from nodus_gitops.state.records import InventoryRecord
 
 SETTING = "budgets"
@@ -77,10 +77,7 @@ def budgets_from_settings(raw: Any) -> dict[str, Budget]:
         where = f"{SETTING}.{project}"
         if not isinstance(settings, Mapping):
             raise ConfigError(f"{where}: a mapping with limitUSD and period")
-        unknown = sorted(set(settings) - set(KEYS))
-        if unknown:
-            raise ConfigError(f"{where}: unknown setting {unknown[0]!r} (known: "
-                              f"{', '.join(KEYS)})")
+        refuse_unknown_settings(settings, KEYS, where)
         budgets[str(project)] = Budget(str(project), _limit(settings.get("limitUSD"), where),
                                        _period(settings.get("period", "month"), where))
     return budgets

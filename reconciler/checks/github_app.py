@@ -38,6 +38,7 @@ from nodus_gitops.floor.errors import (
     NotFoundError,
     PermanentError,
     SourceError,
+    refuse_unknown_settings,
 )
 from nodus_gitops.source import Credentials
 
@@ -110,10 +111,7 @@ class GitHubApp:
         if not isinstance(raw, Mapping):
             raise ConfigError(f"{SETTING}: a mapping with appId, privateKeyFile or "
                               "privateKeyEnv, and optionally installationId and apiUrl")
-        unknown = sorted(set(raw) - set(KEYS))
-        if unknown:
-            raise ConfigError(f"{SETTING}: unknown setting {unknown[0]!r} (known: "
-                              f"{', '.join(KEYS)})")
+        refuse_unknown_settings(raw, KEYS, SETTING)
         app_id = raw.get("appId")
         if isinstance(app_id, bool) or not (
                 isinstance(app_id, int) and app_id > 0

@@ -40,7 +40,12 @@ from nodus_gitops.checks.gitnotes import GitNotesWriter
 from nodus_gitops.checks.model import CheckRun
 from nodus_gitops.checks.review import PlanReview
 from nodus_gitops.config import Binding
-from nodus_gitops.floor.errors import ConfigError, NodusGitopsError, TransientError
+from nodus_gitops.floor.errors import (
+    ConfigError,
+    NodusGitopsError,
+    TransientError,
+    refuse_unknown_settings,
+)
 from nodus_gitops.source import GitSource
 
 MEMORY = 4096  # (commit, context, target) keys remembered; the store covers the rest
@@ -197,10 +202,7 @@ def _build(
         cfg = {} if raw is True else raw
         if not isinstance(cfg, Mapping):
             raise ConfigError(f"checks.{name}: expected a mapping of settings or true/false")
-        unknown = set(cfg) - _KEYS[name]
-        if unknown:
-            raise ConfigError(f"checks.{name}: unknown setting {sorted(unknown)[0]!r} "
-                              f"(known: {', '.join(sorted(_KEYS[name]))})")
+        refuse_unknown_settings(cfg, sorted(_KEYS[name]), f"checks.{name}")
         if name == "gitnotes":
             writers[name] = _gitnotes(cfg, binding, source, mirror_dir)
             continue

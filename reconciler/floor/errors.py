@@ -7,6 +7,8 @@ CLI boundary. Anything else is a bug.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 
 class NodusGitopsError(Exception):
     """Base class of every error this package raises on purpose."""
@@ -48,3 +50,12 @@ class PermanentError(ProviderError):
 
 class NotFoundError(PermanentError):
     """The backend has no resource under that name."""
+
+
+def refuse_unknown_settings(settings: Iterable[str], known: Iterable[str], where: str) -> None:
+    """ConfigError naming the first setting of `settings` that is not in `known` (a typo is
+    the usual cause, so the message lists what `where` accepts, in `known`'s order)."""
+    known = list(known)
+    unknown = sorted(set(map(str, settings)) - set(known))
+    if unknown:
+        raise ConfigError(f"{where}: unknown setting {unknown[0]!r} (known: {', '.join(known)})")

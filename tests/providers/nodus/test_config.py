@@ -67,7 +67,7 @@ def test_key_from_a_file_is_reread_so_rotation_works(tmp_path: Path) -> None:
     ({"url": "nodus.test"}, {"NODUS_API_KEY": "x"}, "providers.nodus.url"),
     ({"url": "https://nodus.test", "timeout": "soon"}, {"NODUS_API_KEY": "x"},
      "providers.nodus.timeout"),
-    ({"url": "https://nodus.test", "apikey": "x"}, {}, "providers.nodus.apikey"),
+    ({"url": "https://nodus.test", "apikey": "x"}, {}, "providers.nodus: unknown setting 'apikey'"),
     ({"url": "https://nodus.test", "context": "prod"}, {"NODUS_API_KEY": "x"},
      "providers.nodus.context"),
 ])
