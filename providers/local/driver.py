@@ -441,6 +441,7 @@ class JobDriver:
                                                 self.event, now)
         except provisioning.ProvisionError as exc:
             self._finish(Phase.FAILED, now, exc.reason, exc.message)
+            self.st["fix"] = exc.fix or self.st["fix"]
             return False
         return True
 

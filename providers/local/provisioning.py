@@ -22,10 +22,13 @@ Emit = Callable[[str, str, bool], None]  # (reason, message, warning)
 
 
 class ProvisionError(Exception):
-    def __init__(self, reason: Reason, message: str):
+    """`fix`: what to change, when the reason's usual fix does not say it."""
+
+    def __init__(self, reason: Reason, message: str, fix: str | None = None):
         super().__init__(message)
         self.reason = reason
         self.message = message
+        self.fix = fix
 
 
 def image_bin(spec: JobSpec, settings: dict[str, Any], first: bool, emit: Emit) -> str | None:
@@ -107,8 +110,6 @@ def provision(spec: JobSpec, run: RunDir, settings: dict[str, Any], st: dict[str
         raise ProvisionError(Reason.SANDBOX_UNAVAILABLE, sb.problem)
     bin_dir = image_bin(spec, settings, first, emit)
     filesystems = _inputs(spec, Path(os.path.abspath(settings["root"])), sb)
-    if spec.source and (st["source"] is None or not run.source.is_dir()):
-        _fetch_source(spec, run, settings, sb, st, emit)
     roots = venv_roots(bin_dir) if bin_dir and sb.contained else []
     state_dir = os.path.dirname(os.path.abspath(settings["root"]))
     if (wide := holding(roots, state_dir)) is not None:
@@ -116,7 +117,15 @@ def provision(spec: JobSpec, run: RunDir, settings: dict[str, Any], st: dict[str
                              f"image {spec.image} maps to {bin_dir}, whose environment {wide} "
                              f"holds the state directory {state_dir}: map a virtualenv that "
                              "holds nothing else")
-    place = placement.place(spec, run, sb, bin_dir, roots, filesystems)
+    try:  # where the files go is known before anything is fetched
+        place = placement.place(spec, run, sb, bin_dir, roots, filesystems)
+    except placement.CheckoutUnplaceable as exc:
+        raise ProvisionError(Reason.STORAGE_UNAVAILABLE, str(exc),
+                             "set source.git.path to a directory outside /usr, /etc and "
+                             "the other runtime directories (such as /src), or leave it "
+                             "out to check out into workingDir") from None
+    if spec.source and (st["source"] is None or not run.source.is_dir()):
+        _fetch_source(spec, run, settings, sb, st, emit)
     if first:
         for note in place.notes:
             emit("WorkingDir", note, False)

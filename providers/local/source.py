@@ -6,8 +6,11 @@ A repo is only ever a GitHub `owner/name` (fetched from https://github.com) or a
 https:// URL, never a path on this machine, and a ref never starts with `-`. Git runs
 inside the run's sandbox, as the run user, in namespaces of its own with the network
 shared: every call restricts transports to https (`protocol.allow=never`,
-`protocol.https.allow=always`) and puts `--` before its positional arguments, and the
-objects land on a tmpfs the size of the compressed limit. The archive is unpacked in
+`protocol.https.allow=always`) and puts `--` before its positional arguments. The
+compressed limit is the size of the pack the fetch receives (the commit's objects,
+zlib-compressed, as in a compressed archive): git keeps the pack as one file
+(`fetch.unpackLimit=1`) written under a file-size limit of 100 MiB, so a larger one stops
+as it arrives, on a tmpfs (contained) or the run's disk alike. The archive is unpacked in
 the same sandbox (`untar.py`, tarfile's `data` filter, counting entries and bytes as
 they come), where the checkout is the only writable directory of the host: a server
 can send trees no honest host would, and the filter has had bypasses.
@@ -36,6 +39,9 @@ MAX_EXPANDED = 512 << 20
 MAX_ENTRIES = 10_000
 FETCH_SECONDS = 300.0
 FETCH_DIR = "/nodus/fetch"
+# The fetch's tmpfs: the pack at its limit, with room for its index and the refs.
+FETCH_SCRATCH = MAX_COMPRESSED + (16 << 20)
+TOO_LARGE = 5  # the fetch script's exit status for a pack at the compressed limit
 CA_MOUNT = "/nodus/.ca-bundle.pem"
 UNTAR_MOUNT = "/nodus/.untar.py"
 CHECKOUT_MOUNT = "/nodus/checkout"
@@ -51,17 +57,24 @@ HTTPS_URL = re.compile(r"^https://[A-Za-z0-9.-]+(?::[0-9]{1,5})?(?:/[A-Za-z0-9_.
 REF = re.compile(r"^(?!-)[^\s\x00-\x1f\x7f]+$")
 
 # $1 git (absolute), $2 the https URL, $3 the ref, $4 Python, $5 untar.py, $6 the
-# checkout, $7 and $8 the entry and byte limits. The commit goes to stderr, then what
-# untar.py says (entries skipped, or why it refused the archive: exit status 4).
+# checkout, $7 and $8 the entry and byte limits, $9 the compressed limit. The commit goes
+# to stderr, then what untar.py says (entries skipped, or why it refused the archive:
+# exit status 4); a pack that reached the compressed limit is exit status 5.
 _SCRIPT = r"""
 set -eu
 g() { "$GIT" -c protocol.allow=never -c protocol.https.allow=always "$@"; }
-GIT=$1
+# A fetch whose pack file may not grow past the limit (ulimit -f counts 512-byte blocks
+# in a POSIX shell; an ignored SIGXFSZ makes the write fail instead of killing git).
+fetch() { (ulimit -f $(($LIMIT / 512)); trap '' XFSZ; g -c fetch.unpackLimit=1 fetch -q "$@"); }
+too_large() { [ -n "$(find . -type f -size +$(($LIMIT - 1))c)" ]; }
+GIT=$1 LIMIT=$9
 g init -q --bare .
-if g fetch -q --depth 1 -- "$2" "$3" 2>first-try.err; then
+if fetch --depth 1 -- "$2" "$3" 2>first-try.err; then
   c=$(g rev-parse --verify -q 'FETCH_HEAD^{commit}')
 else
-  g fetch -q -- "$2" '+refs/heads/*:refs/heads/*' '+refs/tags/*:refs/tags/*'
+  too_large && exit 5
+  fetch -- "$2" '+refs/heads/*:refs/heads/*' '+refs/tags/*:refs/tags/*' || {
+    too_large && exit 5; exit 2; }
   if ! c=$(g rev-parse --verify -q --end-of-options "$3^{commit}"); then
     cat first-try.err >&2
     exit 3
@@ -141,7 +154,7 @@ def fetch(source: GitSource, dest: Path, sb: Sandbox, git: str | None,
     work = Path(tempfile.mkdtemp(prefix=".fetch-", dir=dest.parent))
     unpacked = work / "files"
     unpacked.mkdir(mode=0o700)
-    limits = [str(MAX_ENTRIES), str(MAX_EXPANDED)]
+    limits = [str(MAX_ENTRIES), str(MAX_EXPANDED), str(MAX_COMPRESSED)]
     try:
         if sb.contained:
             if not git.startswith("/usr/"):
@@ -153,7 +166,7 @@ def fetch(source: GitSource, dest: Path, sb: Sandbox, git: str | None,
                 mounts.append(Mount(ca_bundle, CA_MOUNT))
             argv, stage = sandbox.bwrap_argv(sb, mounts, cwd=FETCH_DIR, tmp_bytes=16 << 20,
                                              share_net=True,
-                                             scratch=((FETCH_DIR, MAX_COMPRESSED),))
+                                             scratch=((FETCH_DIR, FETCH_SCRATCH),))
             argv = [*argv, "--", "/bin/sh", "-c", _SCRIPT, "nodus-fetch", git, url, ref,
                     sys.executable, UNTAR_MOUNT, CHECKOUT_MOUNT, *limits]
             preexec, cwd = child.make_preexec(user=sb.user, stage=stage), "/"
@@ -188,7 +201,7 @@ def _run(argv: list[str], env: dict[str, str], cwd: str,
         err.seek(0)
         commit, skipped, message = _report(err.read().decode(errors="replace"))
     if commit is None or rc != 0:
-        if rc != untar.REFUSED and "No space left" in message:
+        if rc == TOO_LARGE or (rc != untar.REFUSED and "No space left" in message):
             message = f"the source is larger than {MAX_COMPRESSED >> 20} MiB compressed"
         raise SourceFetchError(message or f"git exited with code {rc}")
     return commit, skipped

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nodus_gitops.providers.local.source import (
+    MAX_COMPRESSED,
     MAX_ENTRIES,
     SourceFetchError,
     check_ref,
@@ -281,3 +282,101 @@ def test_validation_and_the_backend_agree_on_repos_and_refs(repo: str, ref: str)
 
     assert ("repo" in refused) == backend_refuses(repo_url, repo)
     assert ("ref" in refused) == backend_refuses(check_ref, ref)
+
+
+WHERE = """
+import json, os
+found = {p: sorted(os.listdir(p)) for p in ("/src", "/workspace/src", "/nodus/work/lib/code",
+                                          "/nodus/source") if os.path.isdir(p)}
+print(json.dumps({"cwd": os.getcwd(), "found": found}))
+"""
+
+
+@bwrap_only
+@pytest.mark.parametrize(("spec", "cwd", "checkout"), [
+    ({"path": "/src"}, "/nodus/work", "/src"),
+    ({"path": "/src", "workingDir": "/workspace"}, "/workspace", "/src"),
+    ({"path": "src", "workingDir": "/workspace"}, "/workspace", "/workspace/src"),
+    ({"path": "lib/code"}, "/nodus/work", "/nodus/work/lib/code"),
+    ({"path": "./src/", "workingDir": "/workspace"}, "/workspace", "/workspace/src"),
+])
+def test_source_path_moves_the_checkout_and_never_the_working_directory(
+        local_factory, https_git, tmp_path, spec, cwd, checkout):
+    """source.git.path is where the files appear (a relative one inside the command's
+    working directory); the command starts where it would without it."""
+    https_git.repo("code", {"a.txt": "a"}, tmp_path / "w")
+    local = local_factory(git_ca_bundle=str(https_git.ca))
+    extra = {"workingDir": spec["workingDir"]} if "workingDir" in spec else {}
+    k = local.create("placed", command=[sys.executable, "-c", WHERE], **extra,
+                     source={"git": {"repo": https_git.url_for("code"), "ref": "main",
+                                     "path": spec["path"]}})
+    done = local.wait(k)
+    assert done.phase == "Succeeded", (done.reason, done.message, local.log(k))
+    seen = json.loads(local.log(k))
+    assert seen["cwd"] == cwd
+    assert seen["found"].get(checkout) == ["a.txt"], seen
+    assert "/nodus/source" not in seen["found"]
+    assert not [e for e in local.run(k).read_events() if e["reason"] == "WorkingDir"]
+
+
+@bwrap_only
+def test_a_source_path_in_the_runtime_is_refused_not_moved(local_factory, https_git, tmp_path):
+    """A checkout the run's root cannot hold (/usr is the host's, read-only) is no
+    place to put the files: the Job fails saying so instead of running elsewhere."""
+    https_git.repo("code", {"a.txt": "a"}, tmp_path / "w")
+    local = local_factory(git_ca_bundle=str(https_git.ca))
+    k = local.create("in-usr", command=["true"], source={
+        "git": {"repo": https_git.url_for("code"), "ref": "main", "path": "/usr/src/app"}})
+    done = local.wait(k)
+    assert (done.phase, done.reason) == ("Failed", "StorageUnavailable"), done
+    assert "source.git.path /usr/src/app" in done.message and done.status["attempts"] == 0
+    assert "source.git.path" in done.fix
+
+
+def _incompressible_repo(https_git, name: str, size: int, work: Path) -> None:
+    """A served repository whose one commit holds `size` random bytes: its archive
+    cannot be compressed below that."""
+    https_git.repo(name, {"README": "big\n"}, work)
+    from tests.fixtures_git import git
+
+    with open(work / "blob.bin", "wb") as f:
+        f.write(os.urandom(size))
+    git("add", "blob.bin", cwd=work)
+    git("commit", "--quiet", "-m", "blob", cwd=work)
+    git("push", "--quiet", str(https_git.root / f"{name}.git"), "HEAD:refs/heads/main",
+        cwd=work)
+
+
+@pytest.mark.parametrize("sandboxed", [pytest.param(True, marks=bwrap_only), False])
+def test_a_source_over_100_mib_compressed_is_refused(local_factory, https_git, tmp_path,
+                                                    sandboxed):
+    _incompressible_repo(https_git, "huge", MAX_COMPRESSED + (1 << 20), tmp_path / "w")
+    local = local_factory(git_ca_bundle=str(https_git.ca),
+                          sandbox="bubblewrap" if sandboxed else "none")
+    k = local.create("huge", command=["true"],
+                     source={"git": {"repo": https_git.url_for("huge"), "ref": "main"}})
+    failed = local.wait(k, timeout=180)
+    assert (failed.phase, failed.reason) == ("Failed", "StorageUnavailable"), failed
+    assert "larger than 100 MiB compressed" in failed.message, failed.message
+    assert failed.status["attempts"] == 0 and not local.run(k).source.exists()
+
+
+@bwrap_only
+def test_a_source_just_under_the_compressed_limit_is_fetched(local_factory, https_git,
+                                                             tmp_path):
+    """Old history does not count: only the commit's own files are the archive."""
+    https_git.repo("near", {"README": "x\n"}, tmp_path / "w")
+    from tests.fixtures_git import git
+
+    work = tmp_path / "w"
+    for step in range(2):  # two 60 MiB files, one after the other: 120 MiB of history
+        (work / "blob.bin").write_bytes(os.urandom(60 << 20))
+        git("add", "blob.bin", cwd=work)
+        git("commit", "--quiet", "-m", f"blob {step}", cwd=work)
+    git("push", "--quiet", str(https_git.root / "near.git"), "HEAD:refs/heads/main", cwd=work)
+    local = local_factory(git_ca_bundle=str(https_git.ca))
+    k = local.create("near", command=["true"],
+                     source={"git": {"repo": https_git.url_for("near"), "ref": "main"}})
+    done = local.wait(k, timeout=180)
+    assert done.phase == "Succeeded", done
+    assert (local.run(k).source / "blob.bin").stat().st_size == 60 << 20
