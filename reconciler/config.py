@@ -23,11 +23,11 @@ from urllib.parse import urlsplit
 
 import pygit2
 import yaml
-from nodus_gitops.checks.base import split_repo_url
-from nodus_gitops.checks.budget import Budget, budgets_from_settings
-from nodus_gitops.checks.github_app import GitHubApp, git_credentials
+from nodus_gitops.floor.budgets import Budget, budgets_from_settings
 from nodus_gitops.floor.errors import ConfigError, refuse_unknown_settings
 from nodus_gitops.floor.quantities import DurationError, duration
+from nodus_gitops.hosts.github_app import GitHubApp, git_credentials
+from nodus_gitops.hosts.urls import split_repo_url
 from nodus_gitops.source import Credentials, split_userinfo
 
 ENV_PREFIX = "NODUS_GITOPS_"

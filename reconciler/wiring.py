@@ -8,10 +8,10 @@ from functools import partial
 from typing import Any
 
 from nodus_gitops.backends import build_backend
-from nodus_gitops.checks.base import HostLimiter
 from nodus_gitops.checks.poster import build_poster
 from nodus_gitops.checks.reporter import CheckReporter
 from nodus_gitops.config import Binding, Settings
+from nodus_gitops.hosts.client import HostLimiter
 from nodus_gitops.providers.base import Provider
 from nodus_gitops.service import Service
 from nodus_gitops.source import GitSource

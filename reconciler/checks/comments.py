@@ -28,7 +28,6 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 from urllib.parse import quote
 
-from nodus_gitops.checks.base import ApiClient
 from nodus_gitops.checks.plan_markdown import Target, render
 from nodus_gitops.checks.review import PlanReview
 from nodus_gitops.floor.errors import (
@@ -37,6 +36,7 @@ from nodus_gitops.floor.errors import (
     PermanentError,
     TransientError,
 )
+from nodus_gitops.hosts.client import ApiClient
 
 log = logging.getLogger("nodus_gitops.checks")
 

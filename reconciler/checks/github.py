@@ -16,11 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from nodus_gitops.checks.base import ApiClient, describe, truncate
+from nodus_gitops.checks.base import describe
 from nodus_gitops.checks.model import Annotation, CheckRun, CheckState
+from nodus_gitops.hosts.client import ApiClient, truncate
 
-API_VERSION = "2022-11-28"
-ACCEPT = "application/vnd.github+json"
 MAX_ANNOTATIONS = 50  # per request, documented for create and update
 MAX_ANNOTATIONS_TOTAL = 1000  # per post: 20 requests
 MAX_DESCRIPTION = 140  # commit status description
@@ -34,14 +33,6 @@ CHECKS_WRITE = "checks: write"  # what a 403 names when GitHub's answer does not
 # summary say it was an error.
 _CONCLUSION = {CheckState.SUCCESS: "success", CheckState.FAILURE: "failure",
                CheckState.ERROR: "failure"}
-
-
-def github_headers() -> dict[str, str]:
-    return {"Accept": ACCEPT, "X-GitHub-Api-Version": API_VERSION}
-
-
-def github_auth(token: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}"}
 
 
 def default_api_url(web_base: str) -> str:

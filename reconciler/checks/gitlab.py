@@ -13,9 +13,10 @@ import logging
 import threading
 from urllib.parse import quote
 
-from nodus_gitops.checks.base import ApiClient, describe
+from nodus_gitops.checks.base import describe
 from nodus_gitops.checks.model import CheckRun, CheckState
 from nodus_gitops.floor.errors import PermanentError
+from nodus_gitops.hosts.client import ApiClient
 
 log = logging.getLogger("nodus_gitops.checks")
 

@@ -32,9 +32,9 @@ from decimal import Decimal
 from typing import Any
 
 import yaml
-from nodus_gitops.checks.base import without_lone_surrogates
 from nodus_gitops.checks.review import PlanReview
 from nodus_gitops.floor.problems import Problem
+from nodus_gitops.hosts.client import without_lone_surrogates
 from nodus_gitops.plan import Action, ActionType, Change, Plan
 
 FOLD_ROWS = 20  # a longer table is folded

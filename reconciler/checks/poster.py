@@ -27,15 +27,7 @@ from typing import Any, Protocol
 
 import httpx
 from nodus_gitops.checks import comments, gitea, github, gitlab
-from nodus_gitops.checks.base import (
-    ApiClient,
-    CheckWriter,
-    HostLimiter,
-    Token,
-    TokenSource,
-    split_repo_url,
-)
-from nodus_gitops.checks.github_app import GitHubApp
+from nodus_gitops.checks.base import CheckWriter
 from nodus_gitops.checks.gitnotes import GitNotesWriter
 from nodus_gitops.checks.model import CheckRun
 from nodus_gitops.checks.review import PlanReview
@@ -46,6 +38,10 @@ from nodus_gitops.floor.errors import (
     TransientError,
     refuse_unknown_settings,
 )
+from nodus_gitops.hosts import github as github_api
+from nodus_gitops.hosts.client import ApiClient, HostLimiter, Token, TokenSource
+from nodus_gitops.hosts.github_app import GitHubApp
+from nodus_gitops.hosts.urls import split_repo_url
 from nodus_gitops.source import GitSource
 
 MEMORY = 4096  # (commit, context, target) keys remembered; the store covers the rest
@@ -211,9 +207,9 @@ def _build(
         path = _repository(name, cfg, binding)
         api = ApiClient(
             base_url=base_url, token=app.token(path) if app else _token(name, cfg, env),
-            auth={"github": github.github_auth, "gitlab": gitlab.gitlab_auth,
+            auth={"github": github_api.github_auth, "gitlab": gitlab.gitlab_auth,
                   "gitea": gitea.gitea_auth}[name],
-            headers=github.github_headers() if name == "github" else {},
+            headers=github_api.github_headers() if name == "github" else {},
             min_interval=_interval(name, cfg), limiter=limiter, sleep=sleep,
             transport=transport)
         writers[name] = _hosted(name, cfg, path, api, app_default=app is not None)

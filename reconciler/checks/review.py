@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from nodus_gitops.checks.budget import BudgetLeft, InventoryReader, is_amount, project_budget
+from nodus_gitops.checks.budget import BudgetLeft, InventoryReader, project_budget
 from nodus_gitops.config import Binding
+from nodus_gitops.floor.budgets import is_amount
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.problems import Problem
 from nodus_gitops.plan import ActionType, Plan

@@ -12,8 +12,8 @@ from typing import Any
 import httpx
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from nodus_gitops.checks.base import ApiClient, HostLimiter, RetryPolicy, Token
 from nodus_gitops.checks.model import Annotation, CheckRun
+from nodus_gitops.hosts.client import ApiClient, HostLimiter, RetryPolicy, Token
 
 HOSTS = Path(__file__).resolve().parents[1] / "testdata" / "hosts"
 SHA = "ce587453ced02b1526dfb4cb910479d431683101"

@@ -8,9 +8,9 @@ import random
 import httpx
 import pytest
 import respx
-from nodus_gitops.checks.base import ApiClient, HostLimiter, RetryPolicy, Token
-from nodus_gitops.checks.github import github_auth, github_headers
 from nodus_gitops.floor.errors import PermanentError
+from nodus_gitops.hosts.client import ApiClient, HostLimiter, RetryPolicy, Token
+from nodus_gitops.hosts.github import github_auth, github_headers
 
 from tests.checks.support import FakeTime, recorded
 

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 import respx
-from nodus_gitops.checks.base import HostLimiter, split_repo_url
 from nodus_gitops.checks.gitea import GiteaStatusWriter
 from nodus_gitops.checks.github import GitHubChecksWriter, GitHubStatusWriter
 from nodus_gitops.checks.gitlab import GitLabStatusWriter
@@ -14,6 +13,8 @@ from nodus_gitops.checks.gitnotes import GitNotesWriter
 from nodus_gitops.checks.poster import build_writers
 from nodus_gitops.config import Binding
 from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.hosts.client import HostLimiter
+from nodus_gitops.hosts.urls import split_repo_url
 
 from tests.checks.support import SHA, TOKEN, recorded, run
 
@@ -138,7 +139,7 @@ def test_split_repo_url_refuses_paths_without_leaking_credentials():
 
 
 def _app_binding(**fields) -> Binding:
-    from nodus_gitops.checks.github_app import GitHubApp
+    from nodus_gitops.hosts.github_app import GitHubApp
 
     from tests.checks.support import app_key_pem
 

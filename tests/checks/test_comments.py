@@ -17,11 +17,11 @@ from nodus_gitops.checks.comments import (
     marker,
 )
 from nodus_gitops.checks.gitea import gitea_auth
-from nodus_gitops.checks.github import github_auth, github_headers
 from nodus_gitops.checks.gitlab import gitlab_auth
 from nodus_gitops.checks.plan_markdown import size
 from nodus_gitops.checks.review import PlanReview
 from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.hosts.github import github_auth, github_headers
 from nodus_gitops.plan import Action, ActionType, Change, Plan
 
 from tests.checks.support import TOKEN, FakeTime, body, client, recorded

@@ -7,10 +7,10 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from nodus_gitops.checks.budget import Period
-from nodus_gitops.checks.github_app import GitHubAppCredentials
 from nodus_gitops.config import load_settings
+from nodus_gitops.floor.budgets import Period
 from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.hosts.github_app import GitHubAppCredentials
 
 from tests.checks.support import app_key_pem
 

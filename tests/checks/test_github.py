@@ -7,15 +7,11 @@ import logging
 import httpx
 import pytest
 import respx
-from nodus_gitops.checks.base import RetryPolicy
-from nodus_gitops.checks.github import (
-    GitHubChecksWriter,
-    GitHubStatusWriter,
-    github_auth,
-    github_headers,
-)
+from nodus_gitops.checks.github import GitHubChecksWriter, GitHubStatusWriter
 from nodus_gitops.checks.model import Annotation
 from nodus_gitops.floor.errors import PermanentError, TransientError
+from nodus_gitops.hosts.client import RetryPolicy
+from nodus_gitops.hosts.github import github_auth, github_headers
 
 from tests.checks.support import SHA, TOKEN, FakeTime, body, client, recorded, run
 

@@ -13,15 +13,16 @@ import pytest
 import respx
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from nodus_gitops.checks.base import ApiClient
-from nodus_gitops.checks.github import GitHubChecksWriter, github_auth, github_headers
-from nodus_gitops.checks.github_app import (
+from nodus_gitops.checks.github import GitHubChecksWriter
+from nodus_gitops.floor.errors import ConfigError, PermanentError, SourceError
+from nodus_gitops.hosts.client import ApiClient
+from nodus_gitops.hosts.github import github_auth, github_headers
+from nodus_gitops.hosts.github_app import (
     JWT_BACKDATE,
     REFRESH_EARLY,
     GitHubApp,
     git_credentials,
 )
-from nodus_gitops.floor.errors import ConfigError, PermanentError, SourceError
 
 from tests.checks.support import SHA, app_key_pem, app_public_key, body, iso, recorded, run
 

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 import respx
-from nodus_gitops.checks.github_app import GitHubApp, git_credentials
 from nodus_gitops.checks.gitnotes import GitNotesWriter
+from nodus_gitops.hosts.github_app import GitHubApp, git_credentials
 from nodus_gitops.source import GitSource
 
 from tests.checks.support import app_key_pem, iso, recorded, run

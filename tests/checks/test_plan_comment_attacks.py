@@ -18,11 +18,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from nodus_gitops.checks import compose
 from nodus_gitops.checks.comments import GITHUB_LIMIT, GitHubComments, PlanCommenter, marker
-from nodus_gitops.checks.github import GitHubChecksWriter, github_auth, github_headers
+from nodus_gitops.checks.github import GitHubChecksWriter
 from nodus_gitops.checks.plan_markdown import Target, render
 from nodus_gitops.checks.review import PlanReview
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.problems import Problem
+from nodus_gitops.hosts.github import github_auth, github_headers
 from nodus_gitops.plan import Action, ActionType, Change, Desired, Plan, Recorded, plan, spec_hash
 from nodus_gitops.validation import validate_file
 

@@ -10,10 +10,11 @@ from decimal import Decimal
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nodus_gitops.checks.budget import Budget, BudgetLeft, Period
+from nodus_gitops.checks.budget import BudgetLeft
 from nodus_gitops.checks.comments import GITHUB_LIMIT, marker
 from nodus_gitops.checks.plan_markdown import FOLD_ROWS, Target, render, size
 from nodus_gitops.checks.review import PlanCost, PlanReview
+from nodus_gitops.floor.budgets import Budget, Period
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.problems import Problem
 from nodus_gitops.plan import Action, ActionType, Change, Plan

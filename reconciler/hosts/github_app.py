@@ -30,8 +30,6 @@ import jwt
 from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from nodus_gitops.checks.base import ApiClient, HostLimiter, ValidationFailed
-from nodus_gitops.checks.github import github_auth, github_headers
 from nodus_gitops.floor.errors import (
     ConfigError,
     NodusGitopsError,
@@ -40,6 +38,8 @@ from nodus_gitops.floor.errors import (
     SourceError,
     refuse_unknown_settings,
 )
+from nodus_gitops.hosts.client import ApiClient, HostLimiter, ValidationFailed
+from nodus_gitops.hosts.github import github_auth, github_headers
 from nodus_gitops.source import Credentials
 
 DEFAULT_API_URL = "https://api.github.com"
