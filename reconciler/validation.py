@@ -23,10 +23,10 @@ from nodus_gitops.composite import (
 )
 from nodus_gitops.envvars import reserved, twice
 from nodus_gitops.floor.errors import ManifestError
+from nodus_gitops.floor.gpu import effective_min_memory
 from nodus_gitops.floor.identity import API_VERSION, KINDS, Kind
 from nodus_gitops.floor.problems import Problem, json_path
 from nodus_gitops.floor.quantities import parse_time, parse_usd
-from nodus_gitops.gpu import effective_min_memory
 from nodus_gitops.manifests import Document, FieldPath, Manifest, bulk_loading, load_documents
 from nodus_gitops.schema_check import json_type, schema_problems, show
 

@@ -358,14 +358,17 @@ class JobDriver:
         return allowed
 
     def _wait_for_gpu(self, now: float) -> None:
+        unmet = self.gpus.unplaceable(self.slots, self.spec.gpu)
+        if unmet and not self.active:  # no slot here will ever do: never a silent wait
+            self._finish(Phase.FAILED, now, Reason.CAPACITY_UNAVAILABLE, unmet[0])
+            self.st["fix"] = unmet[1]
+            return
         if not self.active and self.phase != Phase.QUEUED:
             self.st.update(phase=Phase.QUEUED.value, queuedSince=now)
             self.dirty = True
         if not self.gpu_wait_noted:
             self.gpu_wait_noted = True
-            fits = self.gpus.can_ever_fit(self.slots, self.spec.gpu)
-            self.event("WaitingForCapacity", f"waiting for {self.spec.gpu.describe()}"
-                       + ("" if fits else "; no GPU slot here matches it"), warning=not fits)
+            self.event("WaitingForCapacity", f"waiting for {self.spec.gpu.describe()}")
 
     def attach(self, now: float) -> bool:
         """The Job's files, before its first run (once per supervisor): checked against

@@ -118,6 +118,27 @@ def can_ever_fit(slots: list[Slot], req: GpuRequest) -> bool:
     return sum(1 for s in slots if matches(s, req)) >= req.count
 
 
+def _shown(slot: Slot) -> str:
+    return f"{slot.type} {slot.memory / (1 << 30):.4g}Gi"
+
+
+def unplaceable(slots: list[Slot], req: GpuRequest) -> tuple[str, str] | None:
+    """(message, fix) when no choice of this machine's slots can ever hold `req`: a
+    Job's slots are fixed when it is created, so it would wait for nothing."""
+    if can_ever_fit(slots, req):
+        return None
+    here = ", ".join(_shown(s) for s in slots) or "none"
+    message = f"no GPU slot here can hold {req.describe()} (slots: {here})"
+    if req.floor_from and req.min_memory:
+        floor = f"{req.min_memory / (1 << 30):g}Gi"
+        return message, (f"{req.floor_from} needs GPUs of at least {floor}: set "
+                         "resources.gpu.minMemory or resources.gpu.type to a GPU this machine "
+                         "has, or declare a slot with that memory in the local backend's "
+                         "gpuSlots")
+    return message, ("request a GPU this machine has in resources.gpu, or declare one in "
+                     "the local backend's gpuSlots")
+
+
 class SlotLease:
     """Slots held by one run; `release()` closes the lock files."""
 

@@ -7,10 +7,11 @@ Pure parsing; no I/O. Anything malformed raises `SpecError` naming the field.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from nodus_gitops.floor.gpu import memory_floor
 from nodus_gitops.floor.quantities import DurationError, duration
 
 OUTPUTS_MOUNT = "/nodus/outputs"
@@ -97,11 +98,14 @@ class GpuRequest:
     count: int = 1
     min_memory: int | None = None
     exact: bool = False
+    floor_from: str | None = None  # the annotation that set min_memory, if one did
 
     def describe(self) -> str:
         parts = [f"{self.type or 'any GPU'}{'!' if self.exact else ''} x{self.count}"]
         if self.min_memory:
             parts.append(f"with at least {self.min_memory / (1 << 30):g}Gi")
+        if self.floor_from:
+            parts.append(f"(the memory floor for {self.floor_from})")
         return " ".join(parts)
 
 
@@ -133,6 +137,17 @@ def parse_gpu(value: Any) -> GpuRequest | None:
             exact=exact,
         )
     raise SpecError(f"resources.gpu: {value!r} is not a GPU request such as L4 or H100:8")
+
+
+def gpu_with_floor(spec: dict[str, Any], annotations: Any) -> GpuRequest | None:
+    """`resources.gpu`, with the floor `nodus.dev/model` or `nodus.dev/dataset-bytes`
+    sets when it names neither a type nor minMemory (a Job with a floor needs a GPU)."""
+    request = parse_gpu((spec.get("resources") or {}).get("gpu"))
+    floor = memory_floor(spec, annotations)
+    if floor is None or (request is not None and request.min_memory):
+        return request
+    return replace(request or GpuRequest(), floor_from=floor.source,
+                   min_memory=parse_memory(floor.quantity, "the GPU memory floor"))
 
 
 @dataclass(frozen=True)
@@ -275,7 +290,7 @@ def parse_job(manifest: dict[str, Any]) -> JobSpec:
         memory_limit=parse_memory(resources["memory"], "resources.memory")
         if resources.get("memory") is not None
         else None,
-        gpu=parse_gpu(resources.get("gpu")),
+        gpu=gpu_with_floor(spec, meta.get("annotations")),
         queue_timeout=parse_duration(placement["queueTimeout"], "placement.queueTimeout")
         if placement.get("queueTimeout") is not None
         else None,

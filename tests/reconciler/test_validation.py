@@ -5,7 +5,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from nodus_gitops.gpu import effective_min_memory
+from nodus_gitops.floor.gpu import effective_min_memory
 from nodus_gitops.validation import validate_files
 
 JOB = """\

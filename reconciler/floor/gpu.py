@@ -1,10 +1,11 @@
-"""GPU requests and the minMemory floor the platform derives from annotations."""
+"""GPU requests and the minMemory floor the platform derives from annotations: the one
+place validation, the plan and every backend's placement read the floor from."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from nodus_gitops.floor.identity import ANNOTATION_DATASET_BYTES, ANNOTATION_MODEL
 from nodus_gitops.floor.quantities import TIB, parse_quantity
@@ -59,23 +60,36 @@ def model_floor(model: str) -> str | None:
     return _MODEL_FLOORS[-1][1]
 
 
-def effective_min_memory(spec: dict[str, Any], annotations: dict[str, Any] | None) -> str | None:
-    """The minimum GPU memory a Job gets: its own `minMemory`, or, when it names neither a
-    GPU type nor minMemory, the floor from `nodus.dev/model` and `nodus.dev/dataset-bytes`."""
+class MemoryFloor(NamedTuple):
+    """The minimum GPU memory a Job gets, and what set it (for messages)."""
+
+    quantity: str  # such as 80Gi
+    source: str  # `resources.gpu.minMemory`, or the annotation and its value
+
+
+def memory_floor(spec: dict[str, Any], annotations: dict[str, Any] | None) -> MemoryFloor | None:
+    """The Job's own `minMemory`, or, when it names neither a GPU type nor minMemory,
+    the floor from `nodus.dev/model` and `nodus.dev/dataset-bytes` (the larger one)."""
     resources = spec.get("resources") if isinstance(spec, dict) else None
     gpu = resources.get("gpu") if isinstance(resources, dict) else None
     request = parse_gpu_request(gpu) if gpu is not None else None
     if request is not None and request.min_memory:
-        return request.min_memory
+        return MemoryFloor(request.min_memory, "resources.gpu.minMemory")
     if request is not None and request.type:
         return None
     annotations = annotations if isinstance(annotations, dict) else {}
     floors = []
     model = annotations.get(ANNOTATION_MODEL)
     if isinstance(model, str) and (floor := model_floor(model)):
-        floors.append(floor)
+        floors.append(MemoryFloor(floor, f"{ANNOTATION_MODEL}: {model}"))
     dataset = annotations.get(ANNOTATION_DATASET_BYTES)
     dataset_bytes = parse_quantity(str(dataset)) if dataset is not None else None
     if dataset_bytes is not None and dataset_bytes > TIB:
-        floors.append(_DATASET_FLOOR)
-    return max(floors, key=parse_quantity) if floors else None
+        floors.append(MemoryFloor(_DATASET_FLOOR, f"{ANNOTATION_DATASET_BYTES}: {dataset}"))
+    return max(floors, key=lambda f: parse_quantity(f.quantity)) if floors else None
+
+
+def effective_min_memory(spec: dict[str, Any], annotations: dict[str, Any] | None) -> str | None:
+    """The minimum GPU memory a Job gets (`memory_floor` without its source)."""
+    floor = memory_floor(spec, annotations)
+    return floor.quantity if floor else None
