@@ -41,8 +41,8 @@ RUN pip install --no-cache-dir --require-hashes -r /tmp/requirements.lock \
     && chown nodus /var/lib/nodus-gitops
 USER 10001
 # NODUS_GITOPS_LISTEN is the listen setting here: it overrides the config file's `listen`
-# (a `--listen` flag would override both, but the health check cannot see flags). The
-# health check probes the address it names (0.0.0.0 as 127.0.0.1), bypassing any proxy.
+# (a `--listen` flag overrides both). The health check needs neither: `serve` records the
+# address it bound in the state directory, and the check probes that, bypassing any proxy.
 # To serve elsewhere: docker run -e NODUS_GITOPS_LISTEN=0.0.0.0:9000 -p 9000:9000 ...
 ENV NODUS_GITOPS_HOME=/var/lib/nodus-gitops \
     NODUS_GITOPS_LISTEN=0.0.0.0:8080 \
@@ -50,6 +50,6 @@ ENV NODUS_GITOPS_HOME=/var/lib/nodus-gitops \
 VOLUME ["/var/lib/nodus-gitops"]
 EXPOSE 8080
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s \
-    CMD ["python", "-c", "import os, urllib.request as u; h, _, p = (os.environ.get('NODUS_GITOPS_LISTEN') or '127.0.0.1:8080').rpartition(':'); h = h if h not in ('', '0.0.0.0') else '127.0.0.1'; u.build_opener(u.ProxyHandler({})).open(f'http://{h}:{p}/healthz', timeout=4)"]
+    CMD ["python", "-m", "nodus_gitops.web.healthcheck"]
 ENTRYPOINT ["nodus-gitops"]
 CMD ["serve", "--config", "/etc/nodus-gitops/config.yaml"]

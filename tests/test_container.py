@@ -8,15 +8,13 @@ address NODUS_GITOPS_LISTEN names."""
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import threading
+import time
 import tomllib
 import venv
 import zipfile
@@ -51,7 +49,7 @@ def test_dockerfile_shape() -> None:
     assert text.count("\nFROM ") + text.startswith("FROM ") >= 2  # multi-stage
     assert re.search(r"^FROM python:\d+\.\d+\.\d+-slim", text, re.M)  # a pinned base
     assert re.search(r"^USER \d+$", text, re.M)  # non-root
-    assert "HEALTHCHECK" in text and "/healthz" in text
+    assert "HEALTHCHECK" in text and "nodus_gitops.web.healthcheck" in text  # GET /healthz
     assert 'VOLUME ["/var/lib/nodus-gitops"]' in text
     assert 'ENTRYPOINT ["nodus-gitops"]' in text and '"serve"' in text
 
@@ -188,42 +186,59 @@ def test_oci_labels_and_version() -> None:
     assert PYPROJECT["project"]["license"]["text"] == "Apache-2.0"
 
 
-class Healthz(http.server.BaseHTTPRequestHandler):
-    def do_GET(self) -> None:  # noqa: N802
-        self.send_response(200 if self.path == "/healthz" else 404)
-        self.end_headers()
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
-def test_healthcheck_follows_the_listen_setting() -> None:
+def _healthcheck_argv() -> list[str]:
     text = (ROOT / "Dockerfile").read_text()
     m = re.search(r"^HEALTHCHECK .*?\\\n\s+CMD (\[.*\])$", text, re.M)
     assert m, "HEALTHCHECK ... CMD [exec form]"
     argv = json.loads(m[1])
     assert argv[0] == "python"
-    [listen] = re.findall(r"^\s+NODUS_GITOPS_LISTEN=(\S+) \\$", text, re.M)  # its ENV
-    assert re.findall(r"^EXPOSE (\d+)$", text, re.M) == [listen.rpartition(":")[2]]
+    return [sys.executable, *argv[1:]]
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Healthz)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    with socket.socket() as s:  # a port nothing listens on
-        s.bind(("127.0.0.1", 0))
-        closed = s.getsockname()[1]
-    port = server.server_address[1]
+
+def _wait_for(condition, seconds: float = 60.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_healthcheck_follows_the_address_serve_bound_whatever_chose_it(tmp_path: Path) -> None:
+    """The image's check probes what `serve` bound: here `--listen` with port 0, which no
+    setting the check could read names; it fails once serve is gone."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    (repo / "job.yaml").write_text(
+        "apiVersion: nodus.dev/v1\nkind: Job\nmetadata: {name: hello}\n"
+        "spec: {command: [echo, hi], resources: {gpu: {type: none}}}\n")
+    subprocess.run(["git", "-C", str(repo), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                    "commit", "-qm", "a job"], check=True)
+    home = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NODUS_GITOPS_")}
+    env |= {"NODUS_GITOPS_HOME": str(home), "NODUS_GITOPS_LISTEN": "127.0.0.1:9",
+            "http_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}  # bypassed
+
+    def check() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(_healthcheck_argv(), env=env, capture_output=True, text=True,
+                              timeout=30, cwd=tmp_path)
+
+    before = check()
+    assert before.returncode == 1 and "is `nodus-gitops serve` running" in before.stderr
+    serve = subprocess.Popen([sys.executable, "-m", "nodus_gitops.cli", "serve",
+                              "--repo", str(repo), "--listen", "127.0.0.1:0"],
+                             env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
     try:
-        def check(value: str) -> int:
-            env = {k: v for k, v in os.environ.items() if k != "NODUS_GITOPS_LISTEN"}
-            env["NODUS_GITOPS_LISTEN"] = value
-            env["http_proxy"] = env["HTTP_PROXY"] = "http://127.0.0.1:9"  # bypassed
-            return subprocess.run([sys.executable, *argv[1:]], env=env, capture_output=True,
-                                  timeout=30).returncode
-
-        assert check(f"0.0.0.0:{port}") == 0
-        assert check(f"127.0.0.1:{port}") == 0
-        assert check(f":{port}") == 0
-        assert check(f"0.0.0.0:{closed}") != 0
+        assert _wait_for(lambda: check().returncode == 0 or serve.poll() is not None), \
+            "the health check never passed"
+        assert serve.poll() is None, serve.stderr.read() if serve.stderr else ""
+        host, port = (home / "serve.address").read_text().split()
+        assert host == "127.0.0.1" and port not in ("0", "9")  # the bound port, not a setting
     finally:
-        server.shutdown()
-        server.server_close()
+        serve.terminate()
+        serve.wait(timeout=60)
+    after = check()
+    assert after.returncode == 1, after
+    assert not (home / "serve.address").exists()

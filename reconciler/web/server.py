@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from nodus_gitops import metrics
 from nodus_gitops.floor.errors import ConfigError
 from nodus_gitops.floor.redaction import mask_url_passwords
-from nodus_gitops.web import api, detail, hooks, pages, queries
+from nodus_gitops.web import api, detail, healthcheck, hooks, pages, queries
 from nodus_gitops.web.auth import Auth
 from nodus_gitops.web.openapi import SPEC
 from prometheus_client.core import GaugeMetricFamily
@@ -268,13 +268,16 @@ def make_handler(service: Service, auth: Auth | None = None,
 
 
 class Stop:
-    """Stops the server when called; `address` is the (host, port) it listens on."""
+    """Stops the server when called; `address` is the (host, port) it listens on, also
+    recorded in the state directory for the health check while it serves."""
 
-    def __init__(self, server: ThreadingHTTPServer) -> None:
+    def __init__(self, server: ThreadingHTTPServer, state_dir: Path) -> None:
         self._server = server
         self.address: tuple[str, int] = server.server_address[:2]  # type: ignore[assignment]
+        self._published = healthcheck.publish(state_dir, *self.address)
 
     def __call__(self) -> None:
+        healthcheck.withdraw(self._published, *self.address)
         self._server.shutdown()
         self._server.server_close()
 
@@ -292,4 +295,4 @@ def start_server(service: Service, listen: str) -> Callable[[], None]:
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True,
                      name="http").start()
-    return Stop(server)
+    return Stop(server, service.settings.state_dir)
