@@ -111,7 +111,9 @@ class Service:
 
     def expire_finished(self) -> None:
         """ttlSecondsAfterFinished with nobody looking: each backend this replica drives
-        removes what is due (finished Pipelines and Sweeps with their stage and cell Jobs)."""
+        removes what is due (finished Jobs, and Pipelines and Sweeps with their stage and
+        cell Jobs). A backend removes only what a read has shown finished, so the
+        inventory's record of each is final before it goes, whichever refresh came first."""
         for provider in self.providers(held_only=True):
             if isinstance(provider, ExpiresFinished):
                 try:

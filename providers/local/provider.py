@@ -4,9 +4,13 @@ create writes a complete run directory under a temporary name and renames it int
 place (so a Job is never started twice, even by two reconcilers at once), then starts
 its supervisor. patch and delete write control.json and wake the supervisor. get reads
 status.json; when the supervisor is gone before the Job finished it recovers the Job
-(`recovery.decide`), and when a finished Job's ttlSecondsAfterFinished has passed it
-removes the run directory, leaving a small tombstone so that creating the same
-idempotency key again still returns the first Job.
+(`recovery.decide`). A finished Job whose ttlSecondsAfterFinished has passed is removed,
+run directory and all (outputs, logs), by `expire_finished()`, which the service calls
+on every status tick, or by a get() that finds it due; a small tombstone stays, so that
+creating the same idempotency key again still returns the first Job. Only a Job whose
+finish a get() has already reported goes: the reconciler records a Job's final status
+from the get() that first shows it finished, so it never finds a Job missing whose end
+it did not see.
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from nodus_gitops.floor.identity import (
 from nodus_gitops.floor.phases import Phase, is_terminal
 from nodus_gitops.providers.base import (
     Estimates,
+    ExpiresFinished,
     HasEvents,
     HasLogs,
     HasOutputs,
@@ -60,6 +65,9 @@ from nodus_gitops.providers.local.sandbox import Sandbox
 from nodus_gitops.providers.local.spec import JobSpec, parse_workload
 
 SUPERVISOR_EXIT_SECONDS = 5.0
+# In the run directory of a finished Job with a TTL, once a get() has shown it finished:
+# when the TTL passes (`expiresAt`), for `expire_finished` to find without reading Jobs.
+EXPIRY = "expiry.json"
 # spec fields a created Job can change in place; anything else needs a new Job.
 PATCHABLE = frozenset(
     {
@@ -84,7 +92,7 @@ def _retire_all(spares: list[subprocess.Popen]) -> None:
             pass
 
 
-class LocalProvider(Estimates, HasLogs, HasOutputs, HasEvents, Suspends):
+class LocalProvider(Estimates, HasLogs, HasOutputs, HasEvents, Suspends, ExpiresFinished):
     """Runs Jobs as processes on this machine, one detached supervisor per Job."""
 
     name = "local"
@@ -338,7 +346,9 @@ class LocalProvider(Estimates, HasLogs, HasOutputs, HasEvents, Suspends):
         st = read_json(run.status)
         if st is not None and is_terminal(st["phase"]):
             self._reap_finished(run)
-            return None if self._expire(run, key, st) else self._observe(run, key, st)
+            if self._expiry_reported(run, st) and self._expire(run, key):
+                return None
+            return self._observe(run, key, st)
         if self._alive(run):
             return self._observe(run, key, st)
         with self._locked(run):
@@ -388,19 +398,64 @@ class LocalProvider(Estimates, HasLogs, HasOutputs, HasEvents, Suspends):
         doc = read_json(run.manifest)
         return to_observed(key, doc, st if st is not None else read_json(run.status), self._clock())
 
-    def _expire(self, run: RunDir, key: ResourceKey, st: dict[str, Any]) -> bool:
-        doc = read_json(run.manifest) or {}
+    def expire_finished(self) -> list[ResourceKey]:
+        """Remove every finished Job whose ttlSecondsAfterFinished has passed (and whose
+        finish a get() has shown); returns their keys. The service calls this on every
+        status tick: nothing reads a Job once it finished."""
+        removed = []
+        now = self._clock()
+        for marker in sorted(self.root.glob(f"*/*/{EXPIRY}")):
+            due = (read_json(marker, unreadable_is_missing=True) or {}).get("expiresAt")
+            if due is None or now < due:
+                continue
+            run = RunDir(marker.parent)
+            doc = read_json(run.manifest, unreadable_is_missing=True)
+            if doc and self._expire(run, ResourceKey.parse(doc["key"])):
+                removed.append(ResourceKey.parse(doc["key"]))
+        return removed
+
+    @staticmethod
+    def _expires_at(doc: dict[str, Any], st: dict[str, Any]) -> float | None:
+        """When a finished Job's TTL passes; None without one."""
         ttl = ((doc.get("manifest") or {}).get("spec") or {}).get("ttlSecondsAfterFinished")
         done = st.get("completionTime")
-        if ttl is None or done is None or self._clock() < done + float(ttl):
+        if ttl is None or done is None or not is_terminal(st.get("phase")):
+            return None
+        return done + float(ttl)
+
+    def _expiry_reported(self, run: RunDir, st: dict[str, Any]) -> bool:
+        """Whether an earlier get() already showed this finished Job with its TTL. The
+        first one does not remove it, whatever its TTL: the reconciler takes the Job's
+        final status from it. It leaves the marker that `expire_finished` looks for."""
+        if run.path.joinpath(EXPIRY).exists():
+            return True
+        due = self._expires_at(read_json(run.manifest) or {}, st)
+        if due is not None:
+            try:
+                write_json(run.path / EXPIRY, {"expiresAt": due})
+            except FileNotFoundError:
+                pass  # removed meanwhile
+        return False
+
+    def _expire(self, run: RunDir, key: ResourceKey) -> bool:
+        """Remove the finished Job when its TTL has passed, leaving its tombstone; True
+        when this call removed it."""
+        try:
+            with self._locked(run):  # not while a patch or a delete changes it
+                doc = read_json(run.manifest)
+                st = read_json(run.status) or {}
+                due = None if doc is None else self._expires_at(doc, st)
+                if due is None or self._clock() < due:
+                    return False
+                stone = self._tombstone(key)
+                stone.parent.mkdir(parents=True, exist_ok=True)
+                write_json(stone, {"idempotencyKey": doc.get("idempotencyKey"), "doc": doc,
+                                   "status": st})
+                self._await_exit(run)
+                self._release_files(run)
+                shutil.rmtree(run.path, ignore_errors=True)
+        except FileNotFoundError:  # removed meanwhile (deleted, or by another reader)
             return False
-        stone = self._tombstone(key)
-        stone.parent.mkdir(parents=True, exist_ok=True)
-        write_json(stone, {"idempotencyKey": doc.get("idempotencyKey"), "doc": doc, "status": st})
-        with self._locked(run):
-            self._await_exit(run)
-            self._release_files(run)
-            shutil.rmtree(run.path, ignore_errors=True)
         return True
 
     @staticmethod

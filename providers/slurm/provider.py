@@ -7,7 +7,12 @@ finds the job it already submitted (GET /jobs, by name and comment) instead of s
 twice. Every get() is one control step under the Job's lock: read the runs, decide
 (`status.decide`), act (resubmit failed indexes up to backoffLimit, cancel, suspend,
 hold, resume), and once the Job is finished record its outputs with their SHA-256 and
-keep the result, so a finished Job costs no more requests.
+keep the result, so a finished Job costs no more requests. A finished Job whose
+ttlSecondsAfterFinished has passed is removed, directory and all (outputs, logs), by
+`expire_finished()`, which the service calls on every status tick, or by a get() that
+finds it due; its record stays as a tombstone, so the same create again returns it. The
+get() that finds a Job finished never removes it: the reconciler records the Job's final
+status from it.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from nodus_gitops.floor.identity import (
 from nodus_gitops.floor.phases import Phase, Reason
 from nodus_gitops.providers.base import (
     Estimates,
+    ExpiresFinished,
     HasLogs,
     HasOutputs,
     LogInfo,
@@ -39,7 +45,7 @@ from nodus_gitops.providers.local.cost import estimate, run_rate
 from nodus_gitops.providers.local.outputs import OutputError, collect, copy_recorded
 from nodus_gitops.providers.local.spec import JobSpec, Output, parse_workload
 from nodus_gitops.providers.logfiles import attempts, read_log
-from nodus_gitops.providers.slurm import observe, runs, submit
+from nodus_gitops.providers.slurm import gpus, observe, runs, submit
 from nodus_gitops.providers.slurm.client import SlurmClient, SlurmRequestError
 from nodus_gitops.providers.slurm.config import SlurmConfig
 from nodus_gitops.providers.slurm.jobdir import JobDir, read_json, write_json
@@ -49,9 +55,12 @@ from nodus_gitops.providers.slurm.status import Decision, decide
 PATCHABLE = frozenset({"state", "timeout", "activeDeadlineSeconds", "maxCostUSD",
                        "ttlSecondsAfterFinished", "expectedDuration", "completeByTime"})
 SHIM_SOURCE = Path(__file__).resolve().parent.parent / "local" / "shim" / "nodus"
+# In the directory of a finished Job with a TTL: when it passes (`expiresAt`), for
+# `expire_finished` to find without reading every Job's record.
+EXPIRY = "expiry.json"
 
 
-class SlurmProvider(Estimates, HasLogs, HasOutputs, Suspends):
+class SlurmProvider(Estimates, HasLogs, HasOutputs, Suspends, ExpiresFinished):
     """Runs Jobs on a Slurm cluster through slurmrestd (v0.0.36 to v0.0.38)."""
 
     name = "slurm"
@@ -122,9 +131,12 @@ class SlurmProvider(Estimates, HasLogs, HasOutputs, Suspends):
                 doc["partition"] = submit.partition(workload.manifest.get("spec") or {},
                                                     self.config.partitions,
                                                     self.config.default_partition)
+                placed = gpus.placed(spec, self.config.gpu_memory)  # the GRES type it gets
+                doc["ratePerSecond"] = run_rate(placed, self.config.rates)
             except submit.Unplaceable as exc:
                 doc["intent"] = None
                 self._finish(doc, Phase.FAILED, Reason.CAPACITY_UNAVAILABLE, str(exc), now)
+                doc["result"]["fix"] = exc.fix
             if spec.state == Phase.CANCELLED:
                 doc["intent"] = None
                 self._finish(doc, Phase.CANCELLED, None, "created with spec.state Cancelled", now)
@@ -279,8 +291,14 @@ class SlurmProvider(Estimates, HasLogs, HasOutputs, Suspends):
         if intent.get("tried") and self._adopt(doc):
             jd.write(doc)
             return
-        spec = parse_workload(doc["manifest"])
         now = self._clock()
+        try:
+            spec = gpus.placed(parse_workload(doc["manifest"]), self.config.gpu_memory)
+        except submit.Unplaceable as exc:  # gpuMemory changed since the Job was created
+            doc["intent"] = None
+            self._finish(doc, Phase.FAILED, Reason.CAPACITY_UNAVAILABLE, str(exc), now)
+            jd.write(doc)
+            return
         remaining = None
         if spec.timeout is not None:
             start = observe.first_start([runs.Run(**r) for r in doc["runs"].values()])
@@ -313,6 +331,7 @@ class SlurmProvider(Estimates, HasLogs, HasOutputs, Suspends):
         if doc.get("intent"):
             self._submit_intent(key, jd, doc)
             if doc.get("result"):
+                self._note_expiry(jd, doc)
                 return self._observe_result(key, doc)
         spec = parse_workload(doc["manifest"])
         now = self._clock()
@@ -343,6 +362,7 @@ class SlurmProvider(Estimates, HasLogs, HasOutputs, Suspends):
         if repr(doc) != before:
             jd.write(doc)
         if doc.get("result"):
+            self._note_expiry(jd, doc)
             return self._observe_result(key, doc)
         reason, message = d.reason, d.message
         if doc.get("scontrolError"):
@@ -392,16 +412,51 @@ class SlurmProvider(Estimates, HasLogs, HasOutputs, Suspends):
         return observe.to_observed(key, doc, res["phase"], res.get("reason"),
                                    res.get("message"), st)
 
+    def expire_finished(self) -> list[ResourceKey]:
+        """Remove every finished Job whose ttlSecondsAfterFinished has passed; returns
+        their keys. The service calls this on every status tick: nothing reads a Job once
+        it finished. Reads only the Job directories' small expiry notes, no Slurm API."""
+        removed = []
+        now = self._clock()
+        for marker in sorted(self.root.glob(f"*/*/{EXPIRY}")):
+            due = (read_json(marker) or {}).get("expiresAt")
+            jd = JobDir(marker.parent)
+            if due is None or now < due or not jd.exists():
+                continue
+            with jd.locked():
+                doc = jd.read()
+                if not doc or not doc.get("result"):
+                    continue
+                key = ResourceKey.parse(doc["key"])
+                if self._expire_or_observe(key, jd, doc) is None:
+                    removed.append(key)
+        return removed
+
+    @staticmethod
+    def _expires_at(doc: dict[str, Any]) -> float | None:
+        """When a finished Job's TTL passes; None without one."""
+        ttl = (doc["manifest"].get("spec") or {}).get("ttlSecondsAfterFinished")
+        done = (doc.get("result") or {}).get("completionTime")
+        return None if ttl is None or done is None else done + float(ttl)
+
+    def _note_expiry(self, jd: JobDir, doc: dict[str, Any]) -> None:
+        """A finished Job with a TTL: note when it passes, once."""
+        due = self._expires_at(doc)
+        if due is not None and not (jd.path / EXPIRY).exists():
+            write_json(jd.path / EXPIRY, {"expiresAt": due})
+
     def _expire_or_observe(self, key: ResourceKey, jd: JobDir, doc: dict[str, Any]
                            ) -> Observed | None:
-        ttl = (doc["manifest"].get("spec") or {}).get("ttlSecondsAfterFinished")
-        done = doc["result"].get("completionTime")
-        if ttl is not None and done is not None and self._clock() >= done + float(ttl):
+        """A finished Job (called under its lock): removed, leaving its tombstone, when
+        its TTL has passed; else its result."""
+        due = self._expires_at(doc)
+        if due is not None and self._clock() >= due:
             stone = jd.tombstone()
             stone.parent.mkdir(parents=True, exist_ok=True)
             write_json(stone, doc)
             jd.remove()
             return None
+        self._note_expiry(jd, doc)  # a Job finished as it was created has none yet
         return self._observe_result(key, doc)
 
     def _move_time_limits(self, doc: dict[str, Any], spec: JobSpec) -> None:

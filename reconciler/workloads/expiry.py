@@ -9,7 +9,10 @@ journal resolving its intent) returns the finished composite instead of a second
 
 Nothing reads a finished composite by itself (the service refreshes unfinished ones), so
 `expire_finished()` is the step that keeps these on time: the service calls it
-periodically.
+periodically. A plain Job's TTL is its backend's own (`ExpiresFinished` on the local and
+Slurm backends, reached through the composite). Whichever removes something, it removes
+only what a read has already shown finished: the reconciler's record of it is then final,
+so the plan never sees it missing, to re-create or to call drift.
 """
 
 from __future__ import annotations

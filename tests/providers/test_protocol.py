@@ -33,8 +33,8 @@ from nodus_gitops.providers.slurm import SlurmConfig, SlurmProvider
 from nodus_gitops.workloads import CompositeProvider
 
 DECLARED = {
-    LocalProvider: {Estimates, HasLogs, HasOutputs, HasEvents, Suspends},
-    SlurmProvider: {Estimates, HasLogs, HasOutputs, Suspends},
+    LocalProvider: {Estimates, HasLogs, HasOutputs, HasEvents, Suspends, ExpiresFinished},
+    SlurmProvider: {Estimates, HasLogs, HasOutputs, Suspends, ExpiresFinished},
     NodusProvider: {Estimates, DryRuns, Suspends},
     FakeProvider: set(),
 }
