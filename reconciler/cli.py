@@ -7,6 +7,7 @@ uses 2 for "changes pending" as `terraform plan -detailed-exitcode` does.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -14,7 +15,7 @@ from nodus_gitops import __version__, commands
 from nodus_gitops.floor.errors import NodusGitopsError
 from nodus_gitops.floor.quantities import DurationError, duration
 
-EXIT_PROBLEMS, EXIT_USAGE = 1, 2
+EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 
 
 class _Parser(argparse.ArgumentParser):
@@ -119,14 +120,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
-    except NodusGitopsError as e:
-        print(f"nodus-gitops {args.command}: {e}", file=sys.stderr)
-        return EXIT_PROBLEMS
+        args = build_parser().parse_args(argv)
+        try:
+            code = args.func(args)
+        except NodusGitopsError as e:
+            print(f"nodus-gitops {args.command}: {e}", file=sys.stderr)
+            code = EXIT_PROBLEMS
+        sys.stdout.flush()  # a reader that went away shows here, not at exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except KeyboardInterrupt:
         return 130
+
+
+def _reader_gone() -> int:
+    """Whoever read stdout stopped (`| head -3`): what they did not read is not wanted,
+    so the command ends quietly with 0, as kubectl does. stdout goes to /dev/null so that
+    Python's own flush at exit does not fail on the closed pipe again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -6,12 +6,12 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from nodus_gitops.config import Settings, binding_from_flags, load_settings
 from nodus_gitops.desired import DesiredTree
-from nodus_gitops.floor.errors import ConfigError
+from nodus_gitops.floor.errors import ConfigError, NodusGitopsError
 from nodus_gitops.floor.identity import KINDS, ResourceKey
 from nodus_gitops.floor.phases import is_terminal
 from nodus_gitops.floor.problems import Problem
@@ -19,12 +19,21 @@ from nodus_gitops.floor.results import RUNS
 from nodus_gitops.leases import LeaseKeeper, replica_name
 from nodus_gitops.logging_setup import setup_logging
 from nodus_gitops.manifests import iter_manifest_files, outside_link
-from nodus_gitops.output import describe, dump, plan_text, resource_object, resources_table
+from nodus_gitops.output import (
+    backend_events,
+    describe,
+    dump,
+    plan_text,
+    resource_object,
+    resources_table,
+)
 from nodus_gitops.plan import ActionType, plan
+from nodus_gitops.state.records import EventRecord, InventoryRecord
 from nodus_gitops.state.store import Store
 from nodus_gitops.sync import InventoryView, plan_options
 from nodus_gitops.validation import resource_summary, validate_files
 from nodus_gitops.wiring import build_service, git_source
+from nodus_gitops.workloads.children import PARENTS, ChildJob, children_of, find_child
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 EXIT_CHANGES = 2  # `plan`: changes pending
@@ -260,18 +269,76 @@ def _kind(text: str) -> str:
     return kind
 
 
+Children = dict[ResourceKey, ChildJob]  # a stage's or a cell's Job -> what it is
+
+
+def _with_children(records: list[InventoryRecord]) -> tuple[list[InventoryRecord], Children]:
+    """`records` with the Jobs their Pipelines and Sweeps created, after the other Jobs,
+    as their parents recorded them; and what each such Job is."""
+    children = [c for r in records for c in children_of(r) if c.created]
+    jobs = [r for r in records if r.key.kind == "Job"]
+    rest = [r for r in records if r.key.kind != "Job"]
+    return jobs + [c.record() for c in children] + rest, {c.key: c for c in children}
+
+
+def _listing(store: Store, target: str | None) -> tuple[list[InventoryRecord], Children]:
+    """What `get TARGET` lists: one kind (the stage and cell Jobs among the Jobs), or
+    everything."""
+    if target and "/" in target:
+        return _select(store, target), {}
+    records = store.list_inventory()
+    if target is None:
+        return _with_children(records)
+    kind = _kind(target)
+    if kind != "Job":
+        return [r for r in records if r.key.kind == kind], {}
+    listed, children = _with_children([r for r in records if r.key.kind in ("Job", *PARENTS)])
+    return [r for r in listed if r.key.kind == "Job"], children
+
+
+def find_job(store: Store, target: str) -> tuple[InventoryRecord | None, ChildJob | None]:
+    """The Job `target` (`job/NAME`) names: one the inventory records, else a stage's or a
+    cell's Job (in the first project that has one). ConfigError when there is none, or
+    when its Pipeline or Sweep has not created it (yet)."""
+    kind, _, name = target.partition("/")
+    if _kind(kind) != "Job" or not name:
+        raise ConfigError(f"{target!r}: name a Job as job/NAME")
+    records = store.list_inventory()
+    for r in records:
+        if r.key.kind == "Job" and r.key.name == name:
+            return r, None
+    for project in sorted({r.key.project for r in records}):
+        child = find_child(store, project, name)
+        if child is not None and not child.created:
+            raise ConfigError(f"{target} not found: {child.title} has not created its Job "
+                              f"({child.entry.get('phase') or 'not started'})")
+        if child is not None:
+            return None, child
+    raise ConfigError(f"{target} not found")
+
+
 def cmd_get(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     store = open_store(settings)
+    kind, _, name = (args.target or "").partition("/")
     while True:
-        records = _select(store, args.target)
-        if args.target and "/" in args.target and not records:
+        records, children = _listing(store, args.target)
+        if name and not records and _kind(kind) == "Job":
+            _record, child = find_job(store, args.target)
+            assert child is not None  # not in the inventory: a stage's or a cell's Job
+            view = job_view(settings, child)  # as its backend has it now
+            records, children = [view.record], {child.key: child}
+            for note in view.notes:
+                print(f"nodus-gitops get: {note}", file=sys.stderr)
+        if name and not records:
             print(f"nodus-gitops get: {args.target} not found", file=sys.stderr)
             return EXIT_PROBLEMS
         if args.output in ("json", "yaml"):
-            print(dump([resource_object(r) for r in records], args.output))
+            print(dump([resource_object(r, children[r.key].parent_object() if r.key in children
+                                        else None) for r in records], args.output))
         else:
-            print(resources_table(records, wide=args.output == "wide"))
+            print(resources_table(records, wide=args.output == "wide",
+                                  parents={k: c.parent.key for k, c in children.items()}))
         if not args.watch:
             return EXIT_OK
         time.sleep(2)
@@ -283,42 +350,86 @@ def cmd_describe(args: argparse.Namespace) -> int:
     store = open_store(settings)
     kind, _, name = args.target.partition("/")
     records = [r for r in _select(store, args.target) if r.key.name == name]
-    if not name or not records:
+    child = None
+    if name and not records and _kind(kind) == "Job":
+        _record, child = find_job(store, args.target)
+    if not name or not (records or child):
         print(f"nodus-gitops describe: {args.target} not found (use KIND/NAME)", file=sys.stderr)
         return EXIT_PROBLEMS
+    if child is not None:
+        view = job_view(settings, child)
+        print(describe(view.record, view.events, parent=child.title, notes=view.notes))
     for r in records:
-        print(describe(r, store.list_events(r.key)))
+        events = store.list_events(r.key)
+        notes: list[str] = []
+        if r.key.kind == "Job":
+            view = job_view(settings, r)
+            events, notes = events + view.events, view.notes
+        print(describe(r, events, notes=notes))
     return EXIT_OK
 
 
-def job_key(store: Store, target: str) -> ResourceKey:
-    kind, _, name = target.partition("/")
-    if _kind(kind) != "Job" or not name:
-        raise ConfigError(f"{target!r}: name a Job as job/NAME")
-    for r in store.list_inventory(kind="Job"):
-        if r.key.name == name:
-            return r.key
-    projects = {r.key.project for r in store.list_inventory()} or {"default"}
-    return ResourceKey("Job", sorted(projects)[0], name)  # stage and cell Jobs
+@dataclass(frozen=True)
+class JobView:
+    """A Job as `get` and `describe` show it: its record, its backend's own events, and
+    what could not be read (one sentence each)."""
+
+    record: InventoryRecord
+    events: list[EventRecord]
+    notes: list[str]
 
 
-def job_backend(settings: Settings, store: Store, key: ResourceKey):
-    """The backend that runs the Job `key`, as `build_backend` makes it: its binding's
-    (a stage's or a cell's Job: its Pipeline's or Sweep's binding's), else the only
-    binding's (or configured provider's), else `local`. The caller closes it."""
+def job_view(settings: Settings, job: InventoryRecord | ChildJob) -> JobView:
+    """What the Job's backend says of it now: a stage's or a cell's Job as its backend
+    reports it (else as its parent recorded it), and for any Job the events the backend
+    keeps of it. A backend that cannot be read leaves a note, never an error."""
+    from nodus_gitops.providers.base import HasEvents
+
+    child = job if isinstance(job, ChildJob) else None
+    owner = job.parent if isinstance(job, ChildJob) else job
+    key = job.key
+    shown = job.record() if isinstance(job, ChildJob) else job
+    try:
+        backend = job_backend(settings, owner)
+    except NodusGitopsError as exc:
+        return JobView(shown, [], [f"the backend of {key.name} was not read: {exc}"])
+    try:
+        if child is not None:
+            observed = backend.get(key)
+            shown = child.record(observed, asked=True)
+        events = backend_events(backend.events(key), key) if isinstance(
+            backend, HasEvents) else []
+        return JobView(shown, events, [])
+    except NodusGitopsError as exc:
+        return JobView(shown, [], [f"the {backend.name} backend did not answer for "
+                                   f"{key.name}: {exc}"])
+    finally:
+        backend.close()
+
+
+def job_backend(settings: Settings, owner: InventoryRecord | None):
+    """The backend that runs a Job, as `build_backend` makes it: that of `owner` (the Job's
+    record, or for a stage's or a cell's Job its Pipeline's or Sweep's), by its binding,
+    else by the provider it records; else the only configured one, else `local`. The
+    caller closes it."""
     from nodus_gitops.backends import build_backend
-    from nodus_gitops.web.logs import child_jobs
 
     by_id = {b.id: b.provider for b in settings.bindings}
-    name = None
-    for r in store.list_inventory():
-        if r.key.project == key.project and (r.key == key or key.name in child_jobs(r)):
-            name = by_id.get(r.binding_id) or r.provider
-            break
+    name = (by_id.get(owner.binding_id) or owner.provider) if owner is not None else None
     if name is None:  # not in the inventory: the one backend configured, if one
         names = sorted(set(by_id.values())) or sorted(settings.providers)
         name = names[0] if len(names) == 1 else "local"
     return build_backend(name, settings.provider_settings(name), settings.state_dir)
+
+
+def job_owner(store: Store, target: str) -> tuple[ResourceKey, InventoryRecord]:
+    """The key of the Job `target` names, and the record whose backend runs it (its own,
+    or its Pipeline's or Sweep's)."""
+    record, child = find_job(store, target)
+    if child is not None:
+        return child.key, child.parent
+    assert record is not None
+    return record.key, record
 
 
 def cmd_logs(args: argparse.Namespace) -> int:
@@ -326,8 +437,8 @@ def cmd_logs(args: argparse.Namespace) -> int:
 
     settings = settings_from(args)
     store = open_store(settings)
-    key = job_key(store, args.target)
-    backend = job_backend(settings, store, key)
+    key, owner = job_owner(store, args.target)
+    backend = job_backend(settings, owner)
     try:
         if not isinstance(backend, HasLogs):
             print(f"nodus-gitops logs: {args.target} runs on the {backend.name} backend, "
@@ -350,8 +461,8 @@ def cmd_cp(args: argparse.Namespace) -> int:
     if not output:
         raise ConfigError(f"{args.source!r}: use job/NAME:outputs/OUTPUT")
     store = open_store(settings)
-    key = job_key(store, source)
-    backend = job_backend(settings, store, key)
+    key, owner = job_owner(store, source)
+    backend = job_backend(settings, owner)
     try:
         if not isinstance(backend, HasOutputs):
             print(f"nodus-gitops cp: {source} runs on the {backend.name} backend, whose "

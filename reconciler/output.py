@@ -4,20 +4,22 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import yaml
+from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.problems import Problem
 from nodus_gitops.floor.quantities import parse_usd
 from nodus_gitops.plan import ActionType, Change, Plan
 from nodus_gitops.state.records import EventRecord, InventoryRecord
 
 
-def resource_object(r: InventoryRecord) -> dict[str, Any]:
-    """The object `get -o json` prints and the JSON API serves for one resource."""
+def resource_object(r: InventoryRecord, parent: dict[str, str] | None = None) -> dict[str, Any]:
+    """The object `get -o json` prints and the JSON API serves for one resource; `parent`
+    names the Pipeline or Sweep whose stage or cell a Job is (None for what Git declares)."""
     return {
         "kind": r.key.kind,
         "name": r.key.name,
@@ -33,6 +35,7 @@ def resource_object(r: InventoryRecord) -> dict[str, Any]:
         "createdAt": _iso(r.created_at),
         "finishedAt": _iso(r.finished_at),
         "status": r.status,
+        "parent": parent,
     }
 
 
@@ -177,17 +180,28 @@ _SOURCE: list[Column] = [("REASON", lambda r: r.reason or "-"),
                          ("FILE", lambda r: r.source_file or "-")]
 
 
-def resources_table(records: list[InventoryRecord], wide: bool = False) -> str:
+def resources_table(records: list[InventoryRecord], wide: bool = False,
+                    parents: Mapping[ResourceKey, ResourceKey] | None = None) -> str:
+    """The `get` table. `parents` maps a stage's or cell's Job to its Pipeline or Sweep:
+    when any listed row has one, a PARENT column names it (`pipeline/te`), as kubectl
+    shows an owner."""
     kinds = {r.key.kind for r in records}
     only = next(iter(kinds)) if len(kinds) == 1 else None
     columns: list[Column] = [("NAME", lambda r: r.key.name), ("PHASE", lambda r: r.phase or "-"),
                              *_COLUMNS.get(only, _COLUMNS[None])]
     if only is None:
         columns.insert(0, ("KIND", lambda r: r.key.kind))
+    parents = parents or {}
+    if any(r.key in parents for r in records):
+        columns.append(("PARENT", lambda r: _short(parents.get(r.key))))
     if wide:
         columns += [*_WIDE.get(only, []), *_SOURCE]
     return table([[title for title, _ in columns]]
                  + [[cell(r) for _, cell in columns] for r in records])
+
+
+def _short(key: ResourceKey | None) -> str:
+    return f"{key.kind.lower()}/{key.name}" if key else "-"
 
 
 def dump(objects: Any, fmt: str) -> str:
@@ -196,18 +210,59 @@ def dump(objects: Any, fmt: str) -> str:
     return json.dumps(objects, indent=2, ensure_ascii=False, default=str)
 
 
-def describe(r: InventoryRecord, events: list[EventRecord]) -> str:
+def sandbox_text(r: InventoryRecord) -> str | None:
+    """What contained a Job's runs, as its backend recorded it: the Sandboxed condition's
+    message once a run was prepared (`none: the command runs as the reconciler's own
+    user ...`, `bubblewrap: runs as ...`), else the backend's setting, not yet used; None
+    where the backend records neither."""
+    status = r.status or {}
+    for condition in status.get("conditions") or []:
+        if isinstance(condition, dict) and condition.get("type") == "Sandboxed":
+            text = str(condition.get("message") or condition.get("reason") or "-")
+            return text.removeprefix("sandbox: ")  # the line is titled Sandbox already
+    if isinstance(status.get("sandbox"), str):
+        return f"{status['sandbox']} (the backend's setting; no run has been prepared yet)"
+    return None
+
+
+def backend_events(events: list[dict[str, Any]], key: ResourceKey) -> list[EventRecord]:
+    """A backend's own events of one Job (`providers.base.HasEvents`: time, type, reason,
+    message) as event records, beside the reconciler's."""
+    out = []
+    for e in events:
+        at = e.get("time")
+        if not isinstance(at, int | float):
+            continue
+        out.append(EventRecord(0, key, datetime.fromtimestamp(at, UTC), str(e.get("type") or
+                               "Normal"), str(e.get("reason") or "-"), str(e.get("message") or "")))
+    return out
+
+
+def describe(r: InventoryRecord, events: list[EventRecord], parent: str | None = None,
+             notes: list[str] | None = None) -> str:
+    """`describe`: the resource, its status and its events (the reconciler's and its
+    backend's, oldest first); `parent` (`Pipeline/te (stage train)`) for a stage's or a
+    cell's Job, `notes` for what could not be read."""
     lines = [f"Name:        {r.key.name}", f"Kind:        {r.key.kind}",
-             f"Project:     {r.key.project}", f"Phase:       {r.phase or '-'}"]
+             f"Project:     {r.key.project}"]
+    if parent:
+        lines.append(f"Parent:      {parent}")
+    lines.append(f"Phase:       {r.phase or '-'}")
+    if r.deleted:
+        lines.append("Gone:        the backend no longer has it (finished and removed)")
     if r.reason:
         lines.append(f"Reason:      {r.reason}")
     if r.message:
         lines.append(f"Message:     {r.message}")
     if r.fix:
         lines.append(f"Fix:         {r.fix}")
+    sandbox = sandbox_text(r) if r.key.kind == "Job" else None
+    if sandbox:
+        lines.append(f"Sandbox:     {sandbox}")
     lines += [f"Cost:        {money(r.cost_usd)}", f"Source:      {r.source_file} @ "
-              f"{(r.source_commit or '-')[:12]}", f"Spec hash:   {r.spec_hash}",
+              f"{(r.source_commit or '-')[:12]}", f"Spec hash:   {r.spec_hash or '-'}",
               f"Created:     {_iso(r.created_at)}", f"Finished:    {_iso(r.finished_at) or '-'}"]
+    lines += [f"Note:        {note}" for note in notes or []]
     if r.status:
         lines.append("Status:")
         lines += ["  " + line for line in yaml.safe_dump(
@@ -215,7 +270,7 @@ def describe(r: InventoryRecord, events: list[EventRecord]) -> str:
     lines.append("Events:")
     if not events:
         lines.append("  <none>")
-    for e in reversed(events):
+    for e in sorted(events, key=lambda e: e.at):
         lines.append(f"  {e.at.strftime('%Y-%m-%d %H:%M:%S')}  {e.type:<7}  {e.reason:<14}  "
                      f"{e.message}")
     return "\n".join(lines)

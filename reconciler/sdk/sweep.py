@@ -235,17 +235,17 @@ class Sweep:
 
     def jobs(self) -> list[View]:
         """The cell Jobs the Sweep created, in index order (a cell not started has none):
-        the API's Job object where the reconciler records it, otherwise what the Sweep's
-        status says of that Job."""
+        each the API's Job object (its status, manifest, events, and `parent` naming this
+        Sweep and the cell), else, where the API no longer has the Job, what the Sweep's
+        status says of it."""
         report = self.status()
-        listed = {r.get("name"): r for r in self.client.resources(
-            kind="Job", project=self.project, name=f"{report.name}-")}
         out = []
         for c in report.cells:
-            found = listed.get(c.job)
-            if found is None:
-                if not _created(c):
-                    continue
+            if not _created(c):
+                continue
+            try:
+                found = self.client.resource("Job", self.project, c.job)
+            except errors.NotFound:  # a reconciler that serves no cell Jobs by name
                 found = {"kind": "Job", "name": c.job, "project": self.project,
                          "phase": c.phase, "reason": c.reason, "costUSD": c.cost_usd,
                          "status": {"wallSeconds": c.wall_seconds,

@@ -1,22 +1,33 @@
 """The JSON API (`/api/v1/...`): the objects the dashboard and scripts read. Resources are
 the same objects `get -o json` prints (`reconciler.output.resource_object`), with
-secret-looking environment values masked. Each handler takes the service and the parsed
+secret-looking environment values masked; a Pipeline's stage Jobs and a Sweep's cell Jobs
+are resources by their Job's name too, each with its `parent`. Each handler takes the service and the parsed
 query and returns `(status, body, headers)`."""
 
 from __future__ import annotations
 
 import re
+from contextlib import suppress
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from nodus_gitops.floor.errors import NotFoundError
+from nodus_gitops.floor.errors import NotFoundError, ProviderError
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.redaction import url_without_userinfo
-from nodus_gitops.output import resource_object
-from nodus_gitops.state.records import BindingRecord, CheckRecordValue, EventRecord, SyncRecord
+from nodus_gitops.output import backend_events, resource_object
+from nodus_gitops.providers.base import HasEvents
+from nodus_gitops.state.records import (
+    BindingRecord,
+    CheckRecordValue,
+    EventRecord,
+    InventoryRecord,
+    SyncRecord,
+)
 from nodus_gitops.web import logs, queries
 from nodus_gitops.web.html import with_query
 from nodus_gitops.web.redact import mask
+from nodus_gitops.workloads.children import ChildJob, find_child
 
 if TYPE_CHECKING:
     from nodus_gitops.service import Service
@@ -61,10 +72,58 @@ def _limit(params: Params, default: int, most: int) -> int:
     return int(text)
 
 
-def resource(r: Any) -> dict[str, Any]:
-    out = resource_object(r)
+def resource(r: Any, parent: dict[str, str] | None = None) -> dict[str, Any]:
+    out = resource_object(r, parent)
     out["status"] = mask(out["status"])
     return out
+
+
+@dataclass(frozen=True)
+class Found:
+    """One resource as its page and its document show it: its record (a stage's or a
+    cell's Job: as its backend has it now), what it is a part of, and its events, the
+    reconciler's with its backend's own (newest first)."""
+
+    record: InventoryRecord
+    child: ChildJob | None
+    events: list[EventRecord]
+
+    @property
+    def parent(self) -> dict[str, str] | None:
+        return self.child.parent_object() if self.child else None
+
+
+def find(service: Service, kind: str, project: str, name: str,
+         limit: int = 50) -> Found | None:
+    """The resource `kind/project/name`: one the inventory records, or a Job a Pipeline
+    or a Sweep created (not one it has not created yet); None when neither."""
+    key = ResourceKey(kind, project, name)
+    record = service.store.get_resource(key)
+    child = find_child(service.store, project, name) if (
+        record is None and kind == "Job") else None
+    if record is not None:
+        provider = logs.provider_of(service, record)
+        events = service.store.list_events(key, limit)
+    elif child is not None and child.created:
+        provider = logs.provider_of(service, child.parent)
+        record, events = _live(provider, child), []
+    else:
+        return None
+    if kind == "Job" and isinstance(provider, HasEvents):
+        with suppress(ProviderError):  # the backend's own events, where it answers
+            events = events + backend_events(provider.events(key), key)
+    return Found(record, child, sorted(events, key=lambda e: e.at, reverse=True)[:limit])
+
+
+def _live(provider: Any, child: ChildJob) -> InventoryRecord:
+    """A stage's or a cell's Job as its backend has it now, else as its parent recorded
+    it (its backend not served here, or not answering)."""
+    if provider is None:
+        return child.record()
+    try:
+        return child.record(provider.get(child.key), asked=True)
+    except ProviderError:
+        return child.record()
 
 
 def binding_object(service: Service, record: BindingRecord | None, binding_id: str,
@@ -160,13 +219,14 @@ def get_resources(service: Service, params: Params) -> Reply:
 
 def get_resource(service: Service, params: Params, kind: str, project: str,
                  name: str) -> Reply:
-    r = service.store.get_resource(ResourceKey(kind, project, name))
-    if r is None:
+    found = find(service, kind, project, name)
+    if found is None:
         return 404, {"error": f"no resource {kind}/{project}/{name}"}, {}
-    body = resource(r)
+    r = found.record
+    body = resource(r, found.parent)
     body.update({"binding": r.binding_id, "deleted": r.deleted, "updatedAt": _iso(r.updated_at),
                  "manifest": mask(r.manifest),
-                 "events": [event_object(e) for e in service.store.list_events(r.key, 50)]})
+                 "events": [event_object(e) for e in found.events]})
     return 200, body, {}
 
 
@@ -181,6 +241,9 @@ def get_events(service: Service, params: Params) -> Reply:
 
 def get_logs(service: Service, params: Params, kind: str, project: str, name: str) -> Reply:
     r = service.store.get_resource(ResourceKey(kind, project, name))
+    child = find_child(service.store, project, name) if r is None and kind == "Job" else None
+    if child is not None and child.created:  # a stage's or a cell's Job: its own logs
+        r, params = child.parent, {**params, "job": [name]}
     if r is None:
         return 404, {"error": f"no resource {kind}/{project}/{name}"}, {}
     jobs = logs.child_jobs(r)

@@ -1,7 +1,9 @@
 """The page of one resource: its phase, reason and fix, source file and commit, manifest
 (secret-looking values masked), status, conditions and events; for a Job its attempts,
 outputs and log tails; for a Pipeline the stage graph and table; for a Sweep the cells,
-the best cells and the cost/throughput chart. Also the log page of a stage or cell Job."""
+the best cells and the cost/throughput chart, each stage and cell linked to its Job's
+page (a stage's or a cell's Job has one, with its parent). Also the log page of a stage
+or cell Job."""
 
 from __future__ import annotations
 
@@ -11,9 +13,9 @@ import yaml
 from nodus_gitops.floor.errors import NotFoundError
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.redaction import url_without_userinfo
-from nodus_gitops.output import money
-from nodus_gitops.state.records import InventoryRecord
-from nodus_gitops.web import logs, svg
+from nodus_gitops.output import money, sandbox_text
+from nodus_gitops.state.records import EventRecord, InventoryRecord
+from nodus_gitops.web import api, logs, svg
 from nodus_gitops.web.html import (
     Safe,
     definition_list,
@@ -27,6 +29,7 @@ from nodus_gitops.web.html import (
 )
 from nodus_gitops.web.pages import commit_link, now_text, when
 from nodus_gitops.web.redact import mask
+from nodus_gitops.workloads.children import was_created
 
 if TYPE_CHECKING:
     from nodus_gitops.service import Service
@@ -69,8 +72,7 @@ def _conditions(status: dict[str, Any]) -> Safe:
     return table(["Type", "Status", "Reason", "Message", "Since"], rows, class_="conditions")
 
 
-def _events(service: Service, key: ResourceKey) -> Safe:
-    events = service.store.list_events(key, limit=50)
+def _events(events: list[EventRecord]) -> Safe:
     items = [tag("li", when(e.at), " ", tag("span", e.type, class_=f"event-{e.type.lower()}"),
                  " ", tag("strong", e.reason), " ", tag("span", e.message, class_="message"),
                  class_="event")
@@ -79,17 +81,26 @@ def _events(service: Service, key: ResourceKey) -> Safe:
         "p", "none", class_="muted", data_field="events")
 
 
+def _job_link(r: InventoryRecord, entry: dict[str, Any]) -> Safe:
+    """A stage's or a cell's Job: a link to its page and to its logs on this page, once
+    its parent created it."""
+    job = str(entry.get("job") or "")
+    if not job or not was_created(entry):
+        return tag("span", job, " ", tag("span", "(not created)", class_="muted"))
+    return Safe(tag("a", job, href=path("resources", "Job", r.key.project, job),
+                    class_="job") + esc(" · ") + tag("a", "logs", href=_logs_page(r, job)))
+
+
 def _stages(r: InventoryRecord, status: dict[str, Any]) -> Safe:
     rows = [tag("tr",
-                tag("td", s.get("name")), tag("td", tag("a", s.get("job"),
-                                                        href=_logs_page(r, s.get("job", "")))),
+                tag("td", s.get("name")), tag("td", _job_link(r, s)),
                 tag("td", phase_badge(s.get("phase"))), tag("td", money(s.get("costUSD")),
                                                             class_="num", data_field="cost"),
                 tag("td", s.get("startTime") or "-"), tag("td", s.get("completionTime") or "-"),
                 tag("td", s.get("reason") or "", data_field="reason"),
                 data_stage=s.get("name"))
             for s in status.get("stages") or [] if isinstance(s, dict)]
-    return table(["Stage", "Job (logs)", "Phase", "Cost", "Started", "Finished", "Reason"],
+    return table(["Stage", "Job", "Phase", "Cost", "Started", "Finished", "Reason"],
                  rows, class_="stages")
 
 
@@ -119,7 +130,7 @@ def _sweep(r: InventoryRecord, status: dict[str, Any]) -> list[Safe]:
             marks.append(tag("span", "best throughput", class_="mark best-throughput"))
         rows.append(tag(
             "tr", tag("td", c.get("index")),
-            tag("td", tag("a", c.get("job"), href=_logs_page(r, c.get("job", "")))),
+            tag("td", _job_link(r, c)),
             tag("td", c.get("gpu") or "-"), tag("td", c.get("region") or "-"),
             tag("td", _params(c.get("params"))), tag("td", phase_badge(c.get("phase"))),
             tag("td", money(c.get("costUSD")), class_="num", data_field="cost"),
@@ -134,7 +145,7 @@ def _sweep(r: InventoryRecord, status: dict[str, Any]) -> list[Safe]:
     best_text = f"cheapest: cell {best.get('byCost', '-')}, fastest: cell " \
                 f"{best.get('byThroughput', '-')}"
     return [tag("h2", "Cells"), tag("p", best_text, class_="best-summary"),
-            table(["#", "Job (logs)", "GPU", "Region", "Params", "Phase", "Cost", "Wall s",
+            table(["#", "Job", "GPU", "Region", "Params", "Phase", "Cost", "Wall s",
                    "Units/s", "Best"], rows, class_="cells"),
             tag("h2", "Cost against throughput"),
             tag("figure", chart or tag("p", "no cell has reported throughput yet",
@@ -189,9 +200,10 @@ def _job(service: Service, r: InventoryRecord, status: dict[str, Any]) -> list[S
 
 
 def resource_page(service: Service, kind: str, project: str, name: str) -> tuple[int, bytes]:
-    r = service.store.get_resource(ResourceKey(kind, project, name))
-    if r is None:
+    found = api.find(service, kind, project, name)
+    if found is None:
         return 404, layout("Not found", tag("p", f"No resource {kind}/{project}/{name}."))
+    r = found.record
     status = mask(r.status or {})
     binding = service.store.get_binding(r.binding_id)
     repo_url = url_without_userinfo(binding.url) if binding else None
@@ -205,6 +217,17 @@ def resource_page(service: Service, kind: str, project: str, name: str) -> tuple
                              + commit_link(repo_url, r.source_commit))),
              ("Created", when(r.created_at)), ("Finished", when(r.finished_at)),
              ("Updated", when(r.updated_at))]
+    if found.child is not None:
+        parent = found.child.parent.key
+        facts.insert(1, ("Parent", Safe(
+            tag("a", f"{parent.kind} {parent.name}", href=path(
+                "resources", parent.kind, parent.project, parent.name), class_="parent")
+            + esc(f" ({found.child.role} {found.child.id})"))))
+    sandbox = sandbox_text(r) if kind == "Job" else None
+    if sandbox:
+        facts.append(("Sandbox", tag("span", sandbox, data_field="sandbox",
+                                     class_="warn" if (r.status or {}).get("sandbox") == "none"
+                                     else None)))
     if r.deleted:
         facts.append(("Gone", "the backend no longer has it (finished and removed)"))
     body: list[Any] = [definition_list(facts)]
@@ -215,7 +238,7 @@ def resource_page(service: Service, kind: str, project: str, name: str) -> tuple
     else:
         body += _job(service, r, status)
     body += [tag("h2", "Conditions"), _conditions(status),
-             tag("h2", "Events"), _events(service, r.key),
+             tag("h2", "Events"), _events(found.events),
              tag("h2", "Manifest"),
              tag("p", "from ", tag("code", r.source_file or "-"), " at ",
                  commit_link(repo_url, r.source_commit), class_="muted"),

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodus_gitops.floor.errors import NotFoundError
 from nodus_gitops.floor.identity import ResourceKey
-from nodus_gitops.providers.base import HasLogs
+from nodus_gitops.providers.base import HasLogs, Provider
 from nodus_gitops.state.records import InventoryRecord
 
 if TYPE_CHECKING:
@@ -19,12 +19,18 @@ MAX_TAIL = 2000
 DEFAULT_TAIL = 200
 
 
+def provider_of(service: Service, record: InventoryRecord) -> Provider | None:
+    """The backend that runs `record` (its binding's), None when its binding is not
+    served here."""
+    sync = service.syncs.get(record.binding_id)
+    return sync.applier.provider if sync is not None else None
+
+
 def log_reader(service: Service, record: InventoryRecord) -> HasLogs | str:
     """The backend that reads `record`'s logs, or why there is none (a sentence)."""
-    sync = service.syncs.get(record.binding_id)
-    if sync is None:
+    provider = provider_of(service, record)
+    if provider is None:
         return f"the binding {record.binding_id} is not served here, so neither is its backend"
-    provider = sync.applier.provider
     if not isinstance(provider, HasLogs):
         return (f"the {provider.name} backend keeps no logs the reconciler can read; read "
                 "them with that platform's own tools")

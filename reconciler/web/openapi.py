@@ -68,7 +68,13 @@ SCHEMAS: dict[str, Any] = {
         "project": {"type": "string"}, "phase": _NULLABLE_STR, "reason": _NULLABLE_STR,
         "message": _NULLABLE_STR, "fix": _NULLABLE_STR, "costUSD": {"type": "string"},
         "sourceCommit": _NULLABLE_STR, "file": _NULLABLE_STR, "specHash": {"type": "string"},
-        "createdAt": _TIME, "finishedAt": _TIME, "status": {"type": "object"}}},
+        "createdAt": _TIME, "finishedAt": _TIME, "status": {"type": "object"},
+        "parent": {"type": ["object", "null"], "description": "the Pipeline or Sweep whose "
+                   "stage or cell this Job is (kind, project, name, and stage or cell); "
+                   "null for what Git declares", "properties": {
+                       "kind": {"enum": ["Pipeline", "Sweep"]}, "project": {"type": "string"},
+                       "name": {"type": "string"}, "stage": {"type": "string"},
+                       "cell": {"type": "string"}}}}},
     "ResourceDetail": {"allOf": [_ref("Resource"), {"type": "object", "properties": {
         "binding": {"type": "string"}, "deleted": {"type": "boolean"}, "updatedAt": _TIME,
         "manifest": {"type": "object"}, "events": _list("Event")}}]},
@@ -112,7 +118,8 @@ SPEC: dict[str, Any] = {
             "parameters": _RESOURCE_FILTERS,
             "responses": _ok("one page", _list("Resource"), **_PAGED_HEADERS)}},
         "/api/v1/resources/{kind}/{project}/{name}": {"get": {
-            "summary": "One resource with its manifest and events", "parameters": _KEY,
+            "summary": "One resource with its manifest and events (a stage's or a cell's "
+                       "Job too, by its Job's name, with its parent)", "parameters": _KEY,
             "responses": _ok("the resource", _ref("ResourceDetail"))}},
         "/api/v1/resources/{kind}/{project}/{name}/logs": {"get": {
             "summary": "The tail of one index's latest attempt (local backend)",

@@ -23,7 +23,7 @@ from tests.web.seed import BAD_NAME, PROJECT, SHA1, SHA2, Seeded, seed
 
 KEYS = {
     "kind", "name", "project", "phase", "reason", "message", "fix", "costUSD", "sourceCommit",
-    "file", "specHash", "createdAt", "finishedAt", "status"}
+    "file", "specHash", "createdAt", "finishedAt", "status", "parent"}
 
 
 def test_repos_say_where_each_binding_stands(client: httpx.Client) -> None:
