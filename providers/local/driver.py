@@ -36,8 +36,8 @@ from nodus_gitops.providers.local import (
 )
 from nodus_gitops.providers.local.placement import Placement
 from nodus_gitops.providers.local.rundir import RunDir
-from nodus_gitops.providers.local.sandbox import Sandbox
-from nodus_gitops.providers.local.spec import compact_indexes, parse_job
+from nodus_gitops.providers.local.sandbox import Sandbox, checkpoint_points
+from nodus_gitops.providers.local.spec import STATE_MOUNT, compact_indexes, parse_job
 
 HEARTBEAT_SECONDS = 1.0
 # What a program prints when a write found no space: in a run's own filesystem, the
@@ -76,8 +76,7 @@ class JobDriver:
         self.usable = 0  # what the Job's own filesystem holds for it
         self.inodes = 0  # the inodes it used when it was new
         self.fs_dev: int | None = None  # its device, once mounted
-        self.meter = diskuse.Meter([run.outputs, run.state, run.work, run.units, run.source],
-                                   self._fs_used if self.own_fs else None)
+        self.meter = diskuse.Meter(self._job_dirs(), self._fs_used if self.own_fs else None)
         self.desired = self.spec.state
         self.timeout = self.spec.timeout
         self.max_cost = self.spec.max_cost
@@ -97,12 +96,41 @@ class JobDriver:
     def event(self, reason: str, message: str, warning: bool = False) -> None:
         self.run.event(reason, message, "Warning" if warning else "Normal")
 
+    def _job_dirs(self) -> list[Path]:
+        """What the Job writes, as the disk cap counts it."""
+        run = self.run
+        return [run.outputs, run.run_outputs, run.state, run.work, run.units, run.source]
+
+    @property
+    def checkpoints(self) -> int:
+        return len(self.spec.recovery.checkpoint_paths)
+
     def _clear_state(self, indexes: list[int]) -> None:
         for i in indexes:
-            jobstate.remove_tree(self.run.state_for(i))
+            for path in self.run.checkpoint_dirs(i, self.checkpoints):
+                jobstate.remove_tree(path)
+
+    def _drop_run_outputs(self, index: int) -> None:
+        """What runs of `index` that did not succeed wrote: never stored."""
+        for path in self.run.run_outputs.glob(f"{index}-*"):
+            jobstate.remove_tree(path)
+
+    def _store_outputs(self, run: runs.Run) -> None:
+        """A succeeded run's outputs join the Job's."""
+        from nodus_gitops.providers.local.outputs import merge
+
+        replaced = merge(self.run.run_outputs_for(run.index, run.attempt), self.run.outputs)
+        if replaced:
+            shown = ", ".join(replaced[:5]) + (" ..." if len(replaced) > 5 else "")
+            self.event("OutputReplaced", f"index {run.index} (attempt {run.attempt}) wrote "
+                       f"outputs an earlier index had stored, and replaced them: {shown}",
+                       warning=True)
 
     def _recovered(self, now: float) -> None:
         lost = self.st.pop("lostIndexes", [])
+        counts = self.st.setdefault("indexRecoveries", {})
+        for i in lost:  # each lost index used up one of its recovery.maxAttempts
+            counts[str(i)] = counts.get(str(i), 0) + 1
         if self.spec.recovery.continuity == "Restartable":
             self._clear_state(lost)
         restart = self.spec.recovery.continuity == "Restartable"
@@ -211,13 +239,16 @@ class JobDriver:
                            "the run were still there after SIGKILL", warning=True)
             if run.stopping:
                 self.stop_exits.append(ex)
+                self._drop_run_outputs(index)
                 bisect.insort(self.pending, index)
                 continue
             if ex.ok:
+                self._store_outputs(run)
                 self.completed.add(index)
                 self.st["succeeded"] += 1
                 continue
             self.st["failed"] += 1
+            self._drop_run_outputs(index)
             what = f"index {index} (attempt {run.attempt}) {ex.describe()}"
             self.event("RunFailed", what, warning=True)
             used = self.meter.measure(now)
@@ -236,7 +267,8 @@ class JobDriver:
                 self._fail(Reason.BACKOFF_LIMIT_EXCEEDED,
                            f"{self.st['failed']} runs failed, more than backoffLimit "
                            f"{self.spec.backoff_limit}; the last: {what}", now)
-            else:
+            else:  # a retried index starts fresh: no checkpoint of the failed run
+                self._clear_state([index])
                 bisect.insort(self.pending, index)
 
     def accrue(self, now: float) -> None:
@@ -395,9 +427,7 @@ class JobDriver:
                                      f"cannot mount the Job's filesystem: {exc}")
                         return False
                     self.own_fs = False
-                    self.meter = diskuse.Meter([self.run.outputs, self.run.state,
-                                                self.run.work, self.run.units,
-                                                self.run.source])
+                    self.meter = diskuse.Meter(self._job_dirs())
                     self.disk = {"type": "polled",
                                  "problem": f"its filesystem could not be made: {exc}"}
                     self.event("FilesystemUnavailable", runfs.describe(self.disk), True)
@@ -434,6 +464,7 @@ class JobDriver:
 
     def prepare(self, now: float) -> bool:
         """Provisioning, once per supervisor; False when the Job failed."""
+        first = self.st["provisioningTime"] is None
         self.st["provisioningTime"] = self.st["provisioningTime"] or now
         self.st["phase"] = Phase.PROVISIONING.value
         self.dirty = True
@@ -446,12 +477,32 @@ class JobDriver:
             self._finish(Phase.FAILED, now, exc.reason, exc.message)
             self.st["fix"] = exc.fix or self.st["fix"]
             return False
+        if first:
+            self._note_checkpoint_paths()
         return True
+
+    def _note_checkpoint_paths(self) -> None:
+        """Say which of recovery.checkpointPaths the runs cannot have where they asked."""
+        paths = self.spec.recovery.checkpoint_paths
+        assert self.place is not None
+        if not self.place.sandbox.contained:
+            if paths != (STATE_MOUNT,):
+                self.event("CheckpointPathsApproximated", "without a sandbox the runs see the "
+                           "host's paths: each index's NODUS_CHECKPOINT_DIR is its directory "
+                           f"{self.run.state}/<index>, and the checkpoint paths "
+                           f"{', '.join(paths)} are not made", warning=True)
+            return
+        points, refused = checkpoint_points(paths)
+        if refused:
+            self.event("CheckpointPathsRefused", "recovery.checkpointPaths: "
+                       + "; ".join(refused) + f"; NODUS_CHECKPOINT_DIR is {points[0]}",
+                       warning=True)
 
     def spawn(self, index: int, lease: runs.Lease | None, now: float) -> None:
         st = self.st
         attempt = st["indexAttempts"].get(str(index), 0) + 1
-        self.run.make_state_dir(index, self.sandbox.user)
+        self._drop_run_outputs(index)  # left by a run lost with its supervisor
+        self.run.make_run_dirs(index, attempt, self.checkpoints, self.sandbox.user)
         assert self.place is not None
         real_gpus = [s.index for s in lease.slots if not s.simulated] if lease else []
         started = launch.build(self.spec, self.run, self.place, index, attempt,

@@ -21,7 +21,6 @@ from nodus_gitops.providers.local.rundir import RunDir
 from nodus_gitops.providers.local.spec import (
     INPUTS_MOUNT,
     OUTPUTS_MOUNT,
-    STATE_MOUNT,
     JobSpec,
     env_suffix,
 )
@@ -71,8 +70,10 @@ def environment(
         "NODUS_INDEX": str(index),
         "JOB_COMPLETION_INDEX": str(index),
         "NODUS_COMPLETIONS": str(spec.completions),
-        "NODUS_OUTPUTS_DIR": OUTPUTS_MOUNT if inside else str(run.outputs),
-        "NODUS_CHECKPOINT_DIR": STATE_MOUNT if inside else str(run.state_for(index)),
+        # the run's own outputs directory, and the first checkpoint path
+        "NODUS_OUTPUTS_DIR": OUTPUTS_MOUNT if inside else str(run.run_outputs_for(index, attempt)),
+        "NODUS_CHECKPOINT_DIR": str(sandbox.checkpoint_points(spec.recovery.checkpoint_paths)[0][0])
+        if inside else str(run.state_for(index)),
         "NODUS_UNITS_FILE": f"{sandbox.UNITS_MOUNT}/{index}-{attempt}.jsonl" if inside
         else str(run.units_for(index, attempt)),
         "CUDA_VISIBLE_DEVICES": visible_devices,
@@ -99,7 +100,9 @@ def build(
                       dict(os.environ) if host_env is None else host_env, pass_env)
     if not place.sandbox.contained:
         return Launch(list(spec.command), env, place.working_dir)
-    mounts = [*place.mounts, sandbox.state_mount(run.state_for(index))]
+    points, _ = sandbox.checkpoint_points(spec.recovery.checkpoint_paths)
+    checkpoints = list(zip(run.checkpoint_dirs(index, len(points)), points, strict=True))
+    mounts = sandbox.run_mounts(place.mounts, run.run_outputs_for(index, attempt), checkpoints)
     argv, stage = sandbox.bwrap_argv(place.sandbox, mounts, cwd=place.working_dir,
                                      tmp_bytes=spec.memory,
                                      devices=sandbox.gpu_devices(list(gpu_indexes)))

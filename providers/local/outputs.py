@@ -1,5 +1,6 @@
-"""Declared outputs: their size and SHA-256 when a Job succeeds, and copying one out
-with its hash checked (`nodus cp job/x:outputs/<name> DEST`).
+"""Declared outputs: a succeeded run's files joining the Job's outputs, their size and
+SHA-256 when a Job succeeds, and copying one out with its hash checked (`nodus cp
+job/x:outputs/<name> DEST`).
 
 A file's digest is the SHA-256 of its bytes. A directory's digest is the SHA-256 over
 its sorted file list: one line `<relative path>\\0<size>\\0<sha256 of the file>\\n` per
@@ -40,6 +41,34 @@ class OutputError(Exception):
 
 class OutputTooLarge(OutputError):
     """The declared outputs name more bytes than the cap, counting every name."""
+
+
+def merge(run_outputs: Path, outputs_dir: Path) -> list[str]:
+    """Move what a succeeded run wrote into the Job's outputs; returns the paths (relative,
+    posix) that replaced what an earlier run had stored there. Called once every process
+    of the run is gone: links are moved as links, never followed, and a directory only
+    merges into a directory (not a link to one)."""
+    replaced: list[str] = []
+
+    def move(src: Path, dest: Path, rel: str) -> None:
+        for entry in sorted(os.scandir(src), key=lambda e: e.name):
+            target = dest / entry.name
+            name = f"{rel}{entry.name}"
+            if entry.is_dir(follow_symlinks=False) and target.is_dir() and not target.is_symlink():
+                move(Path(entry.path), target, f"{name}/")
+                continue
+            if os.path.lexists(target):
+                replaced.append(name)
+                if target.is_dir() and not target.is_symlink():
+                    shutil.rmtree(target)
+                else:
+                    target.unlink()
+            os.replace(entry.path, target)
+
+    if run_outputs.is_dir():
+        move(run_outputs, outputs_dir, "")
+    shutil.rmtree(run_outputs, ignore_errors=True)
+    return replaced
 
 
 def _real_inside(path: Path, base: Path) -> Path | None:

@@ -30,7 +30,10 @@ def decide(st: dict[str, Any], spec: JobSpec, desired: str) -> Decision:
     lost = tuple(sorted(int(i) for i in (st.get("runs") or {})))
     if desired == Phase.CANCELLED:
         return Decision("cancel", message="cancelled: spec.state is Cancelled")
-    if not lost and st.get("phase") not in _HOLDING:
+    # Recovering without runs: the supervisor recovering the Job was gone before it
+    # started one, so nothing more was lost.
+    idle = st.get("phase") not in _HOLDING or st.get("phase") == Phase.RECOVERING
+    if not lost and idle:
         if st.get("restarts", 0) >= MAX_IDLE_RESTARTS:
             return Decision("fail", Reason.RECOVERY_LIMIT_EXCEEDED.value,
                             f"the Job's supervisor exited {MAX_IDLE_RESTARTS} times without "
@@ -54,7 +57,10 @@ def decide(st: dict[str, Any], spec: JobSpec, desired: str) -> Decision:
     segment = 0.0
     if st.get("segmentStart") is not None and st.get("heartbeat") is not None:
         segment = max(0.0, st["heartbeat"] - st["segmentStart"])
-    short = rec.min_progress_seconds is not None and segment < rec.min_progress_seconds
+    # Only a run that was itself a recovery counts towards NoProgress, never the first.
+    was_recovery = st.get("recoveries", 0) > 0
+    short = (was_recovery and rec.min_progress_seconds is not None
+             and segment < rec.min_progress_seconds)
     short_count = st.get("shortRecoveries", 0) + 1 if short else 0
     recoveries = st.get("recoveries", 0) + 1
     if short_count >= 2:
@@ -67,12 +73,18 @@ def decide(st: dict[str, Any], spec: JobSpec, desired: str) -> Decision:
             short_count,
             lost,
         )
-    if recoveries > rec.max_attempts:
+    # Each index has recovery.maxAttempts attempts across capacity losses; this loss
+    # used up one more of every lost index's (the driver counts them in indexRecoveries).
+    earlier = st.get("indexRecoveries") or {}
+    used = {i: earlier.get(str(i), 0) + 1 for i in lost}
+    spent = [i for i in lost if used[i] >= rec.max_attempts]
+    if spent:
+        i = spent[0]
         return Decision(
             "fail",
             Reason.RECOVERY_LIMIT_EXCEEDED.value,
-            f"capacity was lost {recoveries} times, more than recovery.maxAttempts "
-            f"{rec.max_attempts}",
+            f"index {i} lost its capacity on {used[i]} attempt{'s' * (used[i] != 1)}, all "
+            f"that recovery.maxAttempts ({rec.max_attempts}) allows",
             recoveries,
             short_count,
             lost,

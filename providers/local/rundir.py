@@ -14,8 +14,15 @@ appended one JSON object a line.
     logs/<index>-<attempt>.log
     sandbox/<index>-<attempt>.json   bubblewrap's status: the run's PID namespace
     disk/files/      everything the Job writes: outputs/ state/<index>/ work/ source/
-                     units/<index>-<attempt>.jsonl; the mount point of the Job's own
-                     filesystem when it has one (`runfs`), else a plain directory
+                     units/<index>-<attempt>.jsonl, run-outputs/<index>-<attempt>/; the
+                     mount point of the Job's own filesystem when it has one (`runfs`),
+                     else a plain directory
+
+Every run starts on fresh capacity: its /nodus/outputs is its own empty
+`run-outputs/<index>-<attempt>/`, moved into `outputs/` when the run succeeds and
+removed otherwise. What a run finds again is its index's checkpoint directories, one
+for each of recovery.checkpointPaths: `state/<index>/` for the first (the
+NODUS_CHECKPOINT_DIR), `state/<index>.<n>/` for the n-th after it.
     disk/nodus-fs.img, disk/nodus-fs.json   that filesystem's image and what it holds
 
 The run directory is 0700. When runs switch users, the directories a run writes
@@ -138,6 +145,10 @@ class RunDir:
         return self.files / "source"
 
     @property
+    def run_outputs(self) -> Path:
+        return self.files / "run-outputs"
+
+    @property
     def sandboxes(self) -> Path:
         return self.path / "sandbox"
 
@@ -145,7 +156,16 @@ class RunDir:
         return self.sandboxes / f"{index}-{attempt}.json"
 
     def state_for(self, index: int) -> Path:
+        """The index's first checkpoint directory (NODUS_CHECKPOINT_DIR)."""
         return self.state / str(index)
+
+    def checkpoint_dirs(self, index: int, count: int) -> list[Path]:
+        """The index's directories for its `count` checkpoint paths, in their order."""
+        return [self.state_for(index), *(self.state / f"{index}.{n}" for n in range(1, count))]
+
+    def run_outputs_for(self, index: int, attempt: int) -> Path:
+        """The outputs directory of one run, until it succeeded."""
+        return self.run_outputs / f"{index}-{attempt}"
 
     def log_for(self, index: int, attempt: int) -> Path:
         return self.logs / f"{index}-{attempt}.log"
@@ -170,8 +190,13 @@ class RunDir:
         self.files.mkdir(mode=0o700, parents=True, exist_ok=True)
         job_dirs(self.files, (user.uid, user.gid) if user.switch else None)
 
-    def make_state_dir(self, index: int, user: RunUser) -> None:
-        _owned_dir(self.state_for(index), user)
+    def make_run_dirs(self, index: int, attempt: int, checkpoints: int, user: RunUser) -> None:
+        """What one run writes of its own: its index's checkpoint directories (kept when
+        they exist) and its new, empty outputs directory."""
+        for path in self.checkpoint_dirs(index, checkpoints):
+            _owned_dir(path, user)
+        self.run_outputs.mkdir(mode=0o700, exist_ok=True)
+        _owned_dir(self.run_outputs_for(index, attempt), user)
 
     def exists(self) -> bool:
         return self.manifest.exists()

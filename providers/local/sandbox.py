@@ -9,7 +9,8 @@ its supervisor. Its root is a fresh tmpfs holding only:
   Python the supervisors run (and the one each mapped image was made from);
 - a /proc and /dev of its own, a private /tmp and /dev/shm (each at most
   resources.memory); the root and /dev themselves are read-only;
-- its Job's /nodus/outputs, /nodus/work, /nodus/state (its index's only), the units
+- its own /nodus/outputs (empty when it starts), its Job's /nodus/work, its index's
+  checkpoint directories at recovery.checkpointPaths (/nodus/state), the units
   file directory, the source checkout, the `nodus` shim read-only, and read-only
   /nodus/inputs/<name>.
 
@@ -200,5 +201,39 @@ def job_mounts(run_outputs: Path, run_work: Path, run_units: Path, inputs: list[
     return mounts
 
 
-def state_mount(state_dir: Path) -> Mount:
-    return Mount(str(state_dir), STATE_MOUNT, True)
+# Where the platform puts its own files: no checkpoint path can be there.
+_PLATFORM_MOUNTS = (OUTPUTS_MOUNT, INPUTS_MOUNT, SHIM_MOUNT, UNITS_MOUNT)
+
+
+def checkpoint_points(paths: tuple[str, ...]) -> tuple[list[str | None], list[str]]:
+    """Where a run sees each of its checkpoint directories (None: that path cannot be
+    one) and why the paths that cannot be are refused. The first one, the
+    NODUS_CHECKPOINT_DIR, falls back to /nodus/state."""
+    points: list[str | None] = []
+    refused: list[str] = []
+    for path in paths:
+        if in_runtime(path):
+            refused.append(f"{path} is part of the runtime")
+            points.append(None)
+        elif any(path == p or path.startswith(p + "/") for p in _PLATFORM_MOUNTS):
+            refused.append(f"{path} is where the platform puts its own files")
+            points.append(None)
+        else:
+            points.append(path)
+    if points[0] is None:
+        points[0] = STATE_MOUNT
+        for n in range(1, len(points)):
+            if points[n] == STATE_MOUNT:
+                refused.append(f"{STATE_MOUNT} holds the first checkpoint directory")
+                points[n] = None
+    return points, refused
+
+
+def run_mounts(shared: tuple[Mount, ...], outputs: Path,
+               checkpoints: list[tuple[Path, str | None]]) -> list[Mount]:
+    """One run's mounts: its Job's shared ones, with the run's own outputs directory at
+    /nodus/outputs, and its index's checkpoint directories at their points."""
+    mounts = [Mount(str(outputs), OUTPUTS_MOUNT, True) if m.dest == OUTPUTS_MOUNT else m
+              for m in shared]
+    mounts += [Mount(str(d), point, True) for d, point in checkpoints if point is not None]
+    return mounts

@@ -6,6 +6,7 @@ Pure parsing; no I/O. Anything malformed raises `SpecError` naming the field.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
@@ -180,6 +181,9 @@ class Recovery:
     on_interruption: str = "Recover"  # Recover | Fail
     max_attempts: int = DEFAULT_RECOVERY_ATTEMPTS
     min_progress_seconds: float | None = None
+    # Directories saved and restored across recoveries and suspends; the first is
+    # NODUS_CHECKPOINT_DIR. Normalised, without repeats.
+    checkpoint_paths: tuple[str, ...] = (STATE_MOUNT,)
 
 
 @dataclass(frozen=True)
@@ -307,11 +311,28 @@ def parse_job(manifest: dict[str, Any]) -> JobSpec:
             min_progress_seconds=parse_duration(min_progress, "recovery.minProgressDuration")
             if min_progress is not None
             else None,
+            checkpoint_paths=_checkpoint_paths(rec.get("checkpointPaths")),
         ),
         source=GitSource(str(git["repo"]), str(git.get("ref") or "main"), git.get("path"))
         if git
         else None,
     )
+
+
+def _checkpoint_paths(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return (STATE_MOUNT,)
+    if not isinstance(value, list) or not value:
+        raise SpecError("recovery.checkpointPaths: a non-empty list of absolute paths is required")
+    paths: list[str] = []
+    for i, path in enumerate(value):
+        if not isinstance(path, str) or not path.startswith("/") or "\0" in path:
+            raise SpecError(f"recovery.checkpointPaths.{i}: {path!r} is not an absolute path")
+        norm = posixpath.normpath(path)
+        norm = "/" + norm.lstrip("/")  # normpath keeps a leading //
+        if norm not in paths:
+            paths.append(norm)
+    return tuple(paths)
 
 
 def compact_indexes(indexes: list[int] | set[int]) -> str:

@@ -169,12 +169,13 @@ print(json.dumps(found))
 def test_another_runs_outputs_are_out_of_reach_through_proc(local):
     token = uuid.uuid4().hex
     holder = local.create("holder", command=[sys.executable, "-c", HOLD_SECRET, token])
-    local.wait(holder, lambda o: (local.run(holder).outputs / "secret.txt").exists())
+    held = local.run(holder).run_outputs_for(0, 1)  # its run's own /nodus/outputs
+    local.wait(holder, lambda o: (held / "secret.txt").exists())
     try:
         scanner = local.create("scanner", command=[sys.executable, "-c", SCAN_ROOTS, token])
         done = local.wait(scanner)
     finally:
-        (local.run(holder).outputs / "release").write_text("")
+        (held / "release").write_text("")
     assert done.phase == "Succeeded", local.log(scanner)
     assert json.loads(local.log(scanner)) == []
     assert local.wait(holder).phase == "Succeeded"
@@ -198,11 +199,11 @@ def test_a_fake_bwrap_on_the_manifests_path_is_never_run(local, tmp_path):
 
 
 # Leaves a grandchild in a session of its own, deaf to SIGTERM, that writes a heartbeat
-# until it is killed; then the command waits (stopping cleanly on SIGTERM), exits at
-# once, or runs out of memory.
+# (in its working directory, which outlives the run) until it is killed; then the
+# command waits (stopping cleanly on SIGTERM), exits at once, or runs out of memory.
 DOUBLE_FORK = """
 import os, signal, sys, time
-out = os.environ["NODUS_OUTPUTS_DIR"]
+out = os.getcwd()
 if os.fork() == 0:
     os.setsid()
     if os.fork() == 0:
@@ -256,7 +257,7 @@ def test_a_double_forking_job_dies_whole(local, how):
     token = uuid.uuid4().hex
     k = local.create(f"forker-{how}", command=[sys.executable, "-c", DOUBLE_FORK, token, mode],
                      **spec)
-    beat = local.run(k).outputs / "heartbeat"
+    beat = local.run(k).work / "heartbeat"
     local.wait(k, lambda o: beat.exists() or is_terminal(o.phase))
     if patch:
         local.patch(k, **patch)

@@ -185,7 +185,7 @@ def _peak_rss(pid: int) -> int:
 def test_a_units_file_without_newlines_does_not_swell_the_supervisor(local):
     k = local.create("units-flood", UNITS_FLOOD)
     run = local.run(k)
-    local.wait(k, lambda o: (run.outputs / "written").exists())
+    local.wait(k, lambda o: (run.run_outputs_for(0, 1) / "written").exists())
     pid = local.supervisor_pid(k)
     for _ in range(2):  # two heartbeats: each reads the units file, then writes the status
         before = run.status.stat().st_mtime_ns

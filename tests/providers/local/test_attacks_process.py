@@ -38,12 +38,12 @@ __attribute__((constructor)) static void escape(void) {
 }
 """
 
-# Index 0 writes the library (shipped in the manifest) into its outputs; index 1 then
-# starts with LD_PRELOAD naming it where the child stages the outputs.
+# Index 0 writes the library (shipped in the manifest) into the Job's work directory;
+# index 1 then starts with LD_PRELOAD naming it where the child stages that directory.
 DROP_LIBRARY = """
 import base64, os
 if os.environ["NODUS_INDEX"] == "0":
-    with open("/nodus/outputs/lib.so", "wb") as f:
+    with open("/nodus/work/lib.so", "wb") as f:
         f.write(base64.b64decode(os.environ["LIBRARY"]))
 print(os.environ.get("LD_PRELOAD", "")[:9])
 """
@@ -71,8 +71,9 @@ def test_loader_variables_in_the_manifest_never_reach_bubblewrap(local, preload_
                           "GCONV_PATH": "/mnt/3"})
     done = local.wait(k)
     assert done.phase == "Succeeded", local.log(k, 1)
-    outputs = local.run(k).outputs
-    assert sorted(os.listdir(outputs)) == ["lib.so"], (outputs / "escaped").read_text()
+    work, outputs = local.run(k).work, local.run(k).outputs
+    assert sorted(os.listdir(work)) == ["lib.so"], (work / "escaped").read_text()
+    assert os.listdir(outputs) == [], (outputs / "escaped").read_text()
     assert local.log(k, 1).splitlines()[-1] == "/mnt/0/li"  # the command still gets its env
 
 
@@ -109,7 +110,7 @@ def test_no_descriptor_of_the_supervisor_leaks_into_the_run(local):
 # writing a heartbeat; then the command waits to be cancelled.
 NESTED_NAMESPACE = """
 import os, subprocess, sys, time
-loop = f"while :; do echo {sys.argv[1]} $(date +%s%N) > /nodus/outputs/heartbeat; sleep 0.05; done"
+loop = f"while :; do echo {sys.argv[1]} $(date +%s%N) > /nodus/work/heartbeat; sleep 0.05; done"
 subprocess.Popen(["setsid", "unshare", "--user", "--map-root-user", "--pid", "--fork",
                   "sh", "-c", loop], start_new_session=True)
 time.sleep(120)
@@ -122,7 +123,7 @@ def test_a_daemon_in_a_nested_pid_namespace_ends_with_the_run(local):
         pytest.skip("unshare cannot create user and PID namespaces here")
     token = uuid.uuid4().hex
     k = local.create("nested", command=[sys.executable, "-c", NESTED_NAMESPACE, token])
-    beat = local.run(k).outputs / "heartbeat"
+    beat = local.run(k).work / "heartbeat"
     local.wait(k, lambda o: beat.exists())
     local.patch(k, state="Cancelled")
     assert local.wait(k).phase == "Cancelled"
@@ -139,9 +140,9 @@ if os.fork() == 0:
     if os.fork() == 0:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         while True:
-            with open("/nodus/outputs/beat.tmp", "w") as f:
+            with open("/nodus/work/beat.tmp", "w") as f:
                 f.write(f"{sys.argv[1]} {time.time()}")
-            os.replace("/nodus/outputs/beat.tmp", "/nodus/outputs/heartbeat")
+            os.replace("/nodus/work/beat.tmp", "/nodus/work/heartbeat")
             time.sleep(0.05)
     os._exit(0)
 count = "/nodus/state/attempts"
@@ -155,7 +156,7 @@ time.sleep(120 if n == 1 else 0.5)
 def test_a_run_dies_whole_with_its_killed_supervisor_and_the_job_recovers(local):
     token = uuid.uuid4().hex
     k = local.create("orphaned", command=[sys.executable, "-c", SURVIVOR, token])
-    beat = local.run(k).outputs / "heartbeat"
+    beat = local.run(k).work / "heartbeat"
     local.wait(k, lambda o: beat.exists())
     os.kill(local.supervisor_pid(k), signal.SIGKILL)
     assert heartbeat_stops(beat)  # before any reconciler notices: the run went with it

@@ -215,7 +215,7 @@ print(json.dumps(env))
         assert env["NODUS_INPUT_TRAIN_DATA"] == "/nodus/inputs/train-data"
         assert env["cwd"] == "/nodus/work"
     else:
-        assert env["NODUS_OUTPUTS_DIR"] == str(run.outputs)
+        assert env["NODUS_OUTPUTS_DIR"] == str(run.run_outputs_for(0, 1))  # the run's own
         assert env["NODUS_CHECKPOINT_DIR"] == str(run.state_for(0))
         assert env["NODUS_INPUT_TRAIN_DATA"] == str(data)
         reasons = [e["reason"] for e in run.read_events()]

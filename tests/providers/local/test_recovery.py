@@ -95,19 +95,43 @@ def test_restartable_recovery_starts_again_from_the_beginning(local):
     assert local.log(k) == "start 0"
 
 
-def test_recovery_limit_exceeded(local):
+def test_an_index_that_uses_up_max_attempts_fails_the_job(local):
     k = local.create("unlucky", checkpointed(100), recovery={"maxAttempts": 1})
     started(local, k, 0.1)
-    kill_supervisor(local, k)
-    local.wait(k, lambda o: o.status["recoveries"] == 1 and o.status["active"] == 1)
-    local.wait(k, lambda o: local.log(k).startswith("start"))
-    kill_supervisor(local, k)
+    kill_supervisor(local, k)  # its one attempt is lost
     done = local.wait(k)
     assert (done.phase, done.reason, done.fix) == (
         "Failed",
         "RecoveryLimitExceeded",
         FIXES["RecoveryLimitExceeded"],
     )
+    assert "index 0" in done.message and "maxAttempts" in done.message
+    assert sorted(p.name for p in local.run(k).logs.iterdir()) == ["0-1.log"]
+
+
+# Index i waits to lose its capacity on its first attempt and finishes on the next.
+LOSES_ONCE = """
+import os, time
+mark = os.path.join(os.environ["NODUS_CHECKPOINT_DIR"], "lost-once")
+again = os.path.exists(mark)
+open(mark, "w").close()
+print("start", os.environ["NODUS_INDEX"], flush=True)
+while not again:
+    time.sleep(0.1)
+"""
+
+
+def test_max_attempts_counts_each_index_on_its_own(local):
+    k = local.create("each", LOSES_ONCE, completions=3, parallelism=1,
+                     recovery={"maxAttempts": 2})
+    for index in range(3):  # each index loses one of its two attempts
+        local.wait(k, lambda o, i=index: o.status["active"] == 1
+                   and local.run(k).log_for(i, 1).exists()
+                   and local.log(k, i).startswith("start"))
+        kill_supervisor(local, k)
+    done = local.wait(k)
+    assert done.phase == "Succeeded", done
+    assert done.status["recoveries"] == 3
 
 
 def test_two_short_recoveries_in_a_row_are_no_progress(local):
@@ -115,12 +139,16 @@ def test_two_short_recoveries_in_a_row_are_no_progress(local):
         "stuck", checkpointed(100), recovery={"minProgressDuration": "30s", "maxAttempts": 5}
     )
     started(local, k, 0.1)
-    kill_supervisor(local, k)
+    kill_supervisor(local, k)  # the first run was short, but it was no recovery
     local.wait(k, lambda o: o.status["recoveries"] == 1 and o.status["active"] == 1)
-    kill_supervisor(local, k)
+    kill_supervisor(local, k)  # the first recovery was short
+    recovering = local.wait(k, lambda o: o.status["recoveries"] == 2 and o.status["active"] == 1)
+    assert recovering.phase == "Running", recovering
+    kill_supervisor(local, k)  # and the second, right after it
     done = local.wait(k)
     assert (done.phase, done.reason, done.fix) == ("Failed", "NoProgress", FIXES["NoProgress"])
     assert "minProgressDuration" in done.message
+    assert len(list(local.run(k).logs.iterdir())) == 3
 
 
 def test_ephemeral_job_fails_when_capacity_is_lost(local):

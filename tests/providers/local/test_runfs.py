@@ -241,7 +241,7 @@ while not os.path.exists(os.path.join(os.environ["NODUS_OUTPUTS_DIR"], "release"
 def test_jobs_each_under_the_cap_wait_instead_of_filling_the_disk_together(state) -> None:
     s = state(max_output_bytes="24Mi", min_free_bytes="8Mi")
     first = s.local.create("first", HOLDER)
-    s.wait(first, lambda o: (s.local.run(first).outputs / "half").exists()
+    s.wait(first, lambda o: (s.local.run(first).run_outputs_for(0, 1) / "half").exists()
            and o.status["active"] == 1)
     second = s.local.create("second", QUIET)
 
@@ -255,7 +255,7 @@ def test_jobs_each_under_the_cap_wait_instead_of_filling_the_disk_together(state
     assert cond["reason"] == "LowDiskSpace" and "minFreeBytes" in cond["message"]
     time.sleep(1.0)  # still waiting while the first Job may write its whole cap
     assert s.local.provider.get(second).phase == "Queued"
-    (s.local.run(first).outputs / "release").write_text("")
+    (s.local.run(first).run_outputs_for(0, 1) / "release").write_text("")
     assert s.wait(first).phase == "Succeeded"
     done = s.wait(second)
     assert done.phase == "Succeeded", done
