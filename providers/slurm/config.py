@@ -19,13 +19,15 @@ from typing import Any
 
 from nodus_gitops.floor.errors import ConfigError, refuse_unknown_settings
 from nodus_gitops.providers.local.config import RateCard
+from nodus_gitops.providers.local.spec import SpecError, parse_memory
 
 DEFAULT_URL = "http://127.0.0.1:6820"
 API_VERSIONS = ("v0.0.36", "v0.0.37", "v0.0.38")
 _RATE_KEYS = {"cpuCoreHour": "cpu_core_hour", "memoryGiBHour": "memory_gib_hour",
               "gpuHour": "gpu_hour", "defaultGpuHour": "default_gpu_hour"}
 KEYS = ("type", "url", "apiVersion", "user", "tokenEnv", "tokenFile", "root", "partitions",
-        "defaultPartition", "scontrol", "slurmConf", "sandbox", "rates", "timeoutSeconds")
+        "defaultPartition", "scontrol", "slurmConf", "sandbox", "rates", "timeoutSeconds",
+        "gpuMemory")
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,8 @@ class SlurmConfig:
     slurm_conf: SLURM_CONF for scontrol, when the cluster's config is not the default one.
     sandbox: "auto" runs each command under bubblewrap when the node has `bwrap`, so it
         sees /nodus/outputs, /nodus/state and /nodus/inputs/<name>; "none" never does.
+    gpu_memory: GRES GPU type -> bytes of memory one GPU of it has (Slurm does not know);
+        what a GPU memory floor is placed by (`gpus.placed`).
     """
 
     root: Path
@@ -56,6 +60,7 @@ class SlurmConfig:
     sandbox: str = "auto"
     rates: RateCard = field(default_factory=RateCard)
     timeout_seconds: float = 20.0
+    gpu_memory: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_settings(cls, name: str, settings: Mapping[str, Any],
@@ -110,6 +115,19 @@ def _str_map(name: str, key: str, value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()}
 
 
+def _gpu_memory(name: str, value: Any) -> dict[str, int]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ConfigError(f"providers.{name}.gpuMemory: expected a mapping of GPU type: "
+                          "memory of one GPU (such as L4: 24Gi)")
+    try:
+        return {str(t): parse_memory(m, f"providers.{name}.gpuMemory.{t}")
+                for t, m in value.items()}
+    except SpecError as exc:
+        raise ConfigError(str(exc)) from None
+
+
 def _from_settings(name: str, settings: Mapping[str, Any], state_dir: Path | None = None
                    ) -> SlurmConfig:
     """SlurmConfig from `providers.<name>`; unknown keys are refused with the setting named."""
@@ -142,4 +160,5 @@ def _from_settings(name: str, settings: Mapping[str, Any], state_dir: Path | Non
         sandbox=sandbox,
         rates=RateCard(**{_RATE_KEYS[k]: v for k, v in rates.items()}),
         timeout_seconds=float(settings.get("timeoutSeconds", 20.0)),
+        gpu_memory=_gpu_memory(name, settings.get("gpuMemory")),
     )

@@ -81,7 +81,7 @@ def to_observed(key: ResourceKey, doc: dict[str, Any], phase: str, reason: str |
         phase=phase,
         reason=reason,
         message=message,
-        fix=fix_for(phase, reason),
+        fix=(doc.get("result") or {}).get("fix") or fix_for(phase, reason),
         cost_usd=st.get("costUSD") or "0",
         status=st,
         labels=dict(meta.get("labels") or {}),

@@ -31,7 +31,12 @@ NAME_LIMIT = 100
 
 
 class Unplaceable(ValueError):
-    """The Job asks for something this cluster's configuration cannot give it."""
+    """The Job asks for something this cluster's configuration cannot give it; `fix`
+    says what to change when the reason's usual fix does not."""
+
+    def __init__(self, message: str, fix: str | None = None):
+        super().__init__(message)
+        self.fix = fix
 
 
 def key_hash(idempotency_key: str) -> str:
