@@ -21,7 +21,7 @@ from pathlib import PurePosixPath
 from nodus_gitops.providers.local import sandbox
 from nodus_gitops.providers.local.rundir import RunDir
 from nodus_gitops.providers.local.sandbox import Mount, Sandbox
-from nodus_gitops.providers.local.spec import JobSpec
+from nodus_gitops.providers.local.spec import INPUTS_MOUNT, OUTPUTS_MOUNT, STATE_MOUNT, JobSpec
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,11 @@ def _mount_point(path: str | None) -> str | None:
     return None if sandbox.in_runtime(norm) else norm
 
 
+# What a checkout would hide or be mixed into.
+_PLATFORM_DIRS = tuple(Mount("", d) for d in (OUTPUTS_MOUNT, STATE_MOUNT, INPUTS_MOUNT,
+                                               sandbox.SHIM_MOUNT, sandbox.UNITS_MOUNT))
+
+
 class CheckoutUnplaceable(ValueError):
     """source.git.path names a place the run's root cannot hold the files."""
 
@@ -59,6 +64,10 @@ def _checkout(spec: JobSpec, cwd: str) -> tuple[str, str | None]:
             raise CheckoutUnplaceable(
                 f"source.git.path {spec.source.path} is {os.path.normpath(wanted)}, part of "
                 "the runtime the run sees read-only: the checkout cannot be there")
+        if sandbox.covered(checkout, _PLATFORM_DIRS):
+            raise CheckoutUnplaceable(
+                f"source.git.path {spec.source.path} is {checkout}, inside a directory "
+                "the platform fills (outputs, state, inputs): the checkout cannot be there")
         return checkout, None
     checkout = _mount_point(spec.working_dir) or sandbox.SOURCE_MOUNT
     if spec.working_dir and checkout != os.path.normpath(spec.working_dir):

@@ -320,16 +320,22 @@ def test_source_path_moves_the_checkout_and_never_the_working_directory(
 
 
 @bwrap_only
-def test_a_source_path_in_the_runtime_is_refused_not_moved(local_factory, https_git, tmp_path):
-    """A checkout the run's root cannot hold (/usr is the host's, read-only) is no
-    place to put the files: the Job fails saying so instead of running elsewhere."""
+@pytest.mark.parametrize(("path", "words"), [("/usr/src/app", "part of the runtime"),
+                                             ("../../etc/app", "part of the runtime"),
+                                             ("/nodus/outputs/src", "the platform fills")])
+def test_a_source_path_the_run_cannot_hold_is_refused_not_moved(local_factory, https_git,
+                                                                 tmp_path, path, words):
+    """A checkout the run's root cannot hold (/usr is the host's, read-only) or that
+    would be mixed into the platform's directories is no place for the files: the Job
+    fails saying so, before anything is fetched, instead of running elsewhere."""
     https_git.repo("code", {"a.txt": "a"}, tmp_path / "w")
     local = local_factory(git_ca_bundle=str(https_git.ca))
-    k = local.create("in-usr", command=["true"], source={
-        "git": {"repo": https_git.url_for("code"), "ref": "main", "path": "/usr/src/app"}})
+    k = local.create("misplaced", command=["true"], source={
+        "git": {"repo": https_git.url_for("code"), "ref": "main", "path": path}})
     done = local.wait(k)
     assert (done.phase, done.reason) == ("Failed", "StorageUnavailable"), done
-    assert "source.git.path /usr/src/app" in done.message and done.status["attempts"] == 0
+    assert f"source.git.path {path}" in done.message and words in done.message
+    assert done.status["attempts"] == 0 and done.status["source"] is None
     assert "source.git.path" in done.fix
 
 
