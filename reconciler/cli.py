@@ -92,6 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("target", nargs="?", metavar="KIND[/NAME]")
     p.add_argument("-o", "--output", choices=["table", "wide", "json", "yaml"], default="table")
     p.add_argument("-w", "--watch", action="store_true")
+    p.add_argument("-l", "--selector", help="only resources whose labels match: KEY=VALUE, "
+                   "KEY!=VALUE or KEY, comma-separated (-l nodus.dev/pipeline=train-eval "
+                   "lists a Pipeline's stage Jobs)")
     _state_options(p)
     p.set_defaults(func=commands.cmd_get, repo=None)
 

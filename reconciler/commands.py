@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -317,10 +318,41 @@ def find_job(store: Store, target: str) -> tuple[InventoryRecord | None, ChildJo
     raise ConfigError(f"{target} not found")
 
 
+def label_selector(text: str | None) -> Callable[[InventoryRecord], bool]:
+    """`-l`: KEY=VALUE (or KEY==VALUE), KEY!=VALUE and KEY (the label is set), all of
+    them, as kubectl's equality selectors; read on the labels of each resource's manifest."""
+    tests: list[Callable[[dict[str, str]], bool]] = []
+    for term in (text.split(",") if text is not None else []):
+        if "!=" in term:
+            key, value = term.split("!=", 1)
+        elif "=" in term:
+            key, value = term.split("=", 1)
+            value = value.removeprefix("=")
+        else:
+            key, value = term, None
+        key, value = key.strip(), value.strip() if value is not None else None
+        if not key or value == "" or any(c in key + (value or "") for c in "=! "):
+            raise ConfigError(f"-l {text!r}: {term.strip()!r} is not KEY=VALUE, KEY!=VALUE "
+                              "or KEY")
+        if value is None:
+            tests.append(lambda labels, k=key: k in labels)
+        elif "!=" in term:
+            tests.append(lambda labels, k=key, v=value: labels.get(k) != v)
+        else:
+            tests.append(lambda labels, k=key, v=value: labels.get(k) == v)
+    return lambda r: all(test(_labels(r)) for test in tests)
+
+
+def _labels(r: InventoryRecord) -> dict[str, str]:
+    labels = ((r.manifest or {}).get("metadata") or {}).get("labels")
+    return labels if isinstance(labels, dict) else {}
+
+
 def cmd_get(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     store = open_store(settings)
     kind, _, name = (args.target or "").partition("/")
+    selected = label_selector(args.selector)
     while True:
         records, children = _listing(store, args.target)
         if name and not records and _kind(kind) == "Job":
@@ -330,6 +362,7 @@ def cmd_get(args: argparse.Namespace) -> int:
             records, children = [view.record], {child.key: child}
             for note in view.notes:
                 print(f"nodus-gitops get: {note}", file=sys.stderr)
+        records = [r for r in records if selected(r)]
         if name and not records:
             print(f"nodus-gitops get: {args.target} not found", file=sys.stderr)
             return EXIT_PROBLEMS

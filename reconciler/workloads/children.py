@@ -20,12 +20,17 @@ from nodus_gitops.floor.identity import ANNOTATION_SPEC_HASH, ResourceKey
 from nodus_gitops.floor.phases import is_terminal
 from nodus_gitops.providers.base import Observed
 from nodus_gitops.state.records import InventoryRecord
+from nodus_gitops.workloads.pipeline import PipelineController
+from nodus_gitops.workloads.sweep import SweepController
 
 # parent kind -> (the status list naming its Jobs, what one entry is, the field naming it)
 PARENTS: dict[str, tuple[str, str, str]] = {
     "Pipeline": ("stages", "stage", "name"),
     "Sweep": ("cells", "cell", "index"),
 }
+# parent kind -> the label its controller puts on every child Job (`nodus.dev/pipeline`)
+_CHILD_LABEL = {"Pipeline": PipelineController.child_label,
+                "Sweep": SweepController.child_label}
 NOT_STARTED = ("Pending", "Skipped")
 # What a child's status shows from its parent's entry when its backend is not asked.
 _ENTRY_STATUS = ("startTime", "completionTime", "wallSeconds", "unitsPerSecond")
@@ -54,6 +59,16 @@ class ChildJob:
         """`Pipeline/te (stage train)`."""
         return f"{self.parent.key.kind}/{self.parent.key.name} ({self.role} {self.id})"
 
+    @property
+    def labels(self) -> dict[str, str]:
+        """The labels its Job carries that a selector reads: a Sweep template's own, and
+        the one naming its parent (`nodus.dev/pipeline: te`), as the controllers set them."""
+        own: dict[str, str] = {}
+        if self.parent.key.kind == "Sweep":
+            template = (self.parent.manifest.get("spec") or {}).get("template") or {}
+            own = dict((template.get("metadata") or {}).get("labels") or {})
+        return {**own, _CHILD_LABEL[self.parent.key.kind]: self.parent.key.name}
+
     def parent_object(self) -> dict[str, str]:
         """The parent as the JSON API and `get -o json` show it."""
         return {"kind": self.parent.key.kind, "project": self.parent.key.project,
@@ -81,8 +96,10 @@ class ChildJob:
                     observed.phase) else None, **common)
         e = self.entry
         phase = e.get("phase")
+        known = {"apiVersion": "nodus.dev/v1", "kind": "Job",  # what a listing reads of it
+                 "metadata": {"name": self.key.name, "labels": self.labels}}
         return InventoryRecord(
-            self.key, manifest={}, spec_hash="", phase=phase, reason=e.get("reason"),
+            self.key, manifest=known, spec_hash="", phase=phase, reason=e.get("reason"),
             status={k: e[k] for k in _ENTRY_STATUS if e.get(k) is not None},
             cost_usd=str(e.get("costUSD") or "0"), created_at=_time(e.get("startTime")),
             updated_at=p.updated_at,

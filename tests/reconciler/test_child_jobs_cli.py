@@ -44,6 +44,8 @@ spec:
       BS: ["1", "2"]
   template:
     kind: Job
+    metadata:
+      labels: {team: ml}
     spec:
       command: [python3, -c, "import os; print('cell', os.environ['NODUS_PARAM_BS'])"]
 ---
@@ -51,6 +53,7 @@ apiVersion: nodus.dev/v1
 kind: Job
 metadata:
   name: solo
+  labels: {team: ml}
 spec:
   command: [python3, -c, "print('solo')"]
 ---
@@ -157,6 +160,24 @@ def test_get_jobs_lists_stage_and_cell_jobs_with_their_parent(ran: Path) -> None
     done = cli("get", config=ran)
     kinds = {line.split()[1]: line.split()[0] for line in done.stdout.splitlines()[1:]}
     assert kinds["te-prep"] == "Job" and kinds["te"] == "Pipeline"
+
+
+def test_get_jobs_by_label_as_the_seeds_show(ran: Path) -> None:
+    """`get jobs -l nodus.dev/pipeline=train-eval` lists a Pipeline's stage Jobs."""
+    def names(selector: str) -> list[str]:
+        done = cli("get", "jobs", "-l", selector, config=ran)
+        assert done.returncode == 0, done.stderr
+        return [line.split()[0] for line in done.stdout.splitlines()[1:]]
+
+    assert names("nodus.dev/pipeline=te") == ["te-prep", "te-train"]
+    assert names("nodus.dev/sweep==sw") == ["sw-0", "sw-1"]
+    assert names("team=ml") == ["solo", "sw-0", "sw-1"]  # a Sweep template's labels
+    assert names("team=ml,nodus.dev/sweep") == ["sw-0", "sw-1"]
+    assert names("team!=ml,nodus.dev/pipeline") == ["te-prep", "te-train"]
+    assert names("nodus.dev/pipeline=nope") == []
+    done = cli("get", "jobs", "-l", "team=", config=ran)
+    assert done.returncode == 1 and "'team=' is not KEY=VALUE" in done.stderr
+    assert "Traceback" not in done.stderr
 
 
 def test_logs_and_cp_of_a_stage(ran: Path, tmp_path: Path) -> None:
