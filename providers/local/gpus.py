@@ -128,7 +128,7 @@ def unplaceable(slots: list[Slot], req: GpuRequest) -> tuple[str, str] | None:
     if can_ever_fit(slots, req):
         return None
     here = ", ".join(_shown(s) for s in slots) or "none"
-    message = f"no GPU slot here can hold {req.describe()} (slots: {here})"
+    message = f"no GPU slot here can hold {req.describe()}; the slots here: {here}"
     if req.floor_from and req.min_memory:
         floor = f"{req.min_memory / (1 << 30):g}Gi"
         return message, (f"{req.floor_from} needs GPUs of at least {floor}: set "

@@ -57,6 +57,6 @@ def placed(spec: JobSpec, memory: Mapping[str, int]) -> JobSpec:
     fitting = sorted((m, i, t) for i, (t, m) in enumerate(listed) if m >= req.min_memory)
     if not fitting:
         known = ", ".join(f"{t} {_gi(m)}" for t, m in listed) or f"none: set {_SET_IT}"
-        raise Unplaceable(f"no GPU type of the cluster holds {req.describe()} (types: "
-                          f"{known})", fix=_fix(req))
+        raise Unplaceable(f"no GPU type of the cluster holds {req.describe()}; its types: "
+                          f"{known}", fix=_fix(req))
     return replace(spec, gpu=replace(req, type=fitting[0][2]))
