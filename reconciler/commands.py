@@ -7,34 +7,28 @@ import json
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 from nodus_gitops.config import Settings, binding_from_flags, load_settings
 from nodus_gitops.desired import DesiredTree
-from nodus_gitops.floor.errors import ConfigError, NodusGitopsError
+from nodus_gitops.floor.errors import ConfigError
 from nodus_gitops.floor.identity import KINDS, ResourceKey
 from nodus_gitops.floor.phases import is_terminal
 from nodus_gitops.floor.problems import Problem
 from nodus_gitops.floor.results import RUNS
+from nodus_gitops.job_views import Backends, find_job, job_backend, owner_of
 from nodus_gitops.leases import LeaseKeeper, replica_name
 from nodus_gitops.logging_setup import setup_logging
 from nodus_gitops.manifests import iter_manifest_files, outside_link
-from nodus_gitops.output import (
-    backend_events,
-    describe,
-    dump,
-    plan_text,
-    resource_object,
-    resources_table,
-)
+from nodus_gitops.output import describe, dump, plan_text, resource_object, resources_table
 from nodus_gitops.plan import ActionType, plan
-from nodus_gitops.state.records import EventRecord, InventoryRecord
+from nodus_gitops.state.records import InventoryRecord
 from nodus_gitops.state.store import Store
 from nodus_gitops.sync import InventoryView, plan_options
 from nodus_gitops.validation import resource_summary, validate_files
 from nodus_gitops.wiring import build_service, git_source
-from nodus_gitops.workloads.children import PARENTS, ChildJob, children_of, find_child
+from nodus_gitops.workloads.children import PARENTS, ChildJob, children_of
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 EXIT_CHANGES = 2  # `plan`: changes pending
@@ -297,25 +291,11 @@ def _listing(store: Store, target: str | None) -> tuple[list[InventoryRecord], C
     return [r for r in listed if r.key.kind == "Job"], children
 
 
-def find_job(store: Store, target: str) -> tuple[InventoryRecord | None, ChildJob | None]:
-    """The Job `target` (`job/NAME`) names: one the inventory records, else a stage's or a
-    cell's Job (in the first project that has one). ConfigError when there is none, or
-    when its Pipeline or Sweep has not created it (yet)."""
+def _job_name(target: str) -> str:
     kind, _, name = target.partition("/")
     if _kind(kind) != "Job" or not name:
         raise ConfigError(f"{target!r}: name a Job as job/NAME")
-    records = store.list_inventory()
-    for r in records:
-        if r.key.kind == "Job" and r.key.name == name:
-            return r, None
-    for project in sorted({r.key.project for r in records}):
-        child = find_child(store, project, name)
-        if child is not None and not child.created:
-            raise ConfigError(f"{target} not found: {child.title} has not created its Job "
-                              f"({child.entry.get('phase') or 'not started'})")
-        if child is not None:
-            return None, child
-    raise ConfigError(f"{target} not found")
+    return name
 
 
 def label_selector(text: str | None) -> Callable[[InventoryRecord], bool]:
@@ -356,12 +336,14 @@ def cmd_get(args: argparse.Namespace) -> int:
     while True:
         records, children = _listing(store, args.target)
         if name and not records and _kind(kind) == "Job":
-            _record, child = find_job(store, args.target)
+            _record, child = find_job(store, _job_name(args.target))
             assert child is not None  # not in the inventory: a stage's or a cell's Job
-            view = job_view(settings, child)  # as its backend has it now
-            records, children = [view.record], {child.key: child}
-            for note in view.notes:
-                print(f"nodus-gitops get: {note}", file=sys.stderr)
+            records, children = [child.record()], {child.key: child}
+        with Backends(settings) as backends:  # the stage and cell Jobs as they are now
+            records = [backends.child_now(children[r.key]) if r.key in children else r
+                       for r in records]
+        for note in backends.notes:
+            print(f"nodus-gitops get: {note}", file=sys.stderr)
         records = [r for r in records if selected(r)]
         if name and not records:
             print(f"nodus-gitops get: {args.target} not found", file=sys.stderr)
@@ -385,84 +367,29 @@ def cmd_describe(args: argparse.Namespace) -> int:
     records = [r for r in _select(store, args.target) if r.key.name == name]
     child = None
     if name and not records and _kind(kind) == "Job":
-        _record, child = find_job(store, args.target)
+        _record, child = find_job(store, name)
     if not name or not (records or child):
         print(f"nodus-gitops describe: {args.target} not found (use KIND/NAME)", file=sys.stderr)
         return EXIT_PROBLEMS
-    if child is not None:
-        view = job_view(settings, child)
-        print(describe(view.record, view.events, parent=child.title, notes=view.notes))
-    for r in records:
-        events = store.list_events(r.key)
-        notes: list[str] = []
-        if r.key.kind == "Job":
-            view = job_view(settings, r)
-            events, notes = events + view.events, view.notes
-        print(describe(r, events, notes=notes))
+    with Backends(settings) as backends:
+        if child is not None:
+            shown = backends.child_now(child)
+            print(describe(shown, backends.events(child), parent=child.title,
+                           notes=backends.notes))
+        for r in records:
+            events = store.list_events(r.key)
+            if r.key.kind == "Job":  # with those its backend keeps
+                events = events + backends.events(r)
+            print(describe(r, events, notes=backends.notes))
     return EXIT_OK
 
 
-@dataclass(frozen=True)
-class JobView:
-    """A Job as `get` and `describe` show it: its record, its backend's own events, and
-    what could not be read (one sentence each)."""
-
-    record: InventoryRecord
-    events: list[EventRecord]
-    notes: list[str]
-
-
-def job_view(settings: Settings, job: InventoryRecord | ChildJob) -> JobView:
-    """What the Job's backend says of it now: a stage's or a cell's Job as its backend
-    reports it (else as its parent recorded it), and for any Job the events the backend
-    keeps of it. A backend that cannot be read leaves a note, never an error."""
-    from nodus_gitops.providers.base import HasEvents
-
-    child = job if isinstance(job, ChildJob) else None
-    owner = job.parent if isinstance(job, ChildJob) else job
-    key = job.key
-    shown = job.record() if isinstance(job, ChildJob) else job
-    try:
-        backend = job_backend(settings, owner)
-    except NodusGitopsError as exc:
-        return JobView(shown, [], [f"the backend of {key.name} was not read: {exc}"])
-    try:
-        if child is not None:
-            observed = backend.get(key)
-            shown = child.record(observed, asked=True)
-        events = backend_events(backend.events(key), key) if isinstance(
-            backend, HasEvents) else []
-        return JobView(shown, events, [])
-    except NodusGitopsError as exc:
-        return JobView(shown, [], [f"the {backend.name} backend did not answer for "
-                                   f"{key.name}: {exc}"])
-    finally:
-        backend.close()
-
-
-def job_backend(settings: Settings, owner: InventoryRecord | None):
-    """The backend that runs a Job, as `build_backend` makes it: that of `owner` (the Job's
-    record, or for a stage's or a cell's Job its Pipeline's or Sweep's), by its binding,
-    else by the provider it records; else the only configured one, else `local`. The
-    caller closes it."""
-    from nodus_gitops.backends import build_backend
-
-    by_id = {b.id: b.provider for b in settings.bindings}
-    name = (by_id.get(owner.binding_id) or owner.provider) if owner is not None else None
-    if name is None:  # not in the inventory: the one backend configured, if one
-        names = sorted(set(by_id.values())) or sorted(settings.providers)
-        name = names[0] if len(names) == 1 else "local"
-    return build_backend(name, settings.provider_settings(name), settings.state_dir)
-
-
 def job_owner(store: Store, target: str) -> tuple[ResourceKey, InventoryRecord]:
-    """The key of the Job `target` names, and the record whose backend runs it (its own,
-    or its Pipeline's or Sweep's)."""
-    record, child = find_job(store, target)
-    if child is not None:
-        return child.key, child.parent
-    assert record is not None
-    return record.key, record
+    """The key of the Job `target` names, and the record whose backend runs it."""
+    record, child = find_job(store, _job_name(target))
+    job = child or record
+    assert job is not None
+    return job.key, owner_of(job)
 
 
 def cmd_logs(args: argparse.Namespace) -> int:

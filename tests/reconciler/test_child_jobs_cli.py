@@ -156,6 +156,9 @@ def test_get_jobs_lists_stage_and_cell_jobs_with_their_parent(ran: Path) -> None
     assert by_name["te-train"][1] == "Failed" and by_name["te-train"][-1] == "pipeline/te"
     assert by_name["sw-0"][1] == "Succeeded" and by_name["sw-0"][-1] == "sweep/sw"
     assert by_name["solo"][-1] == "-"
+    # Read from the Jobs themselves: the attempt and the age, as for any Job.
+    assert by_name["sw-0"][3] == "1" and by_name["te-train"][3] == "7"
+    assert all(by_name[job][5] != "-" for job in ("te-prep", "sw-0", "sw-1"))
     # Every kind at once: the children are Jobs there too.
     done = cli("get", config=ran)
     kinds = {line.split()[1]: line.split()[0] for line in done.stdout.splitlines()[1:]}
