@@ -1,8 +1,8 @@
 """The JSON API (`/api/v1/...`): the objects the dashboard and scripts read. Resources are
 the same objects `get -o json` prints (`reconciler.output.resource_object`), with
 secret-looking environment values masked; a Pipeline's stage Jobs and a Sweep's cell Jobs
-are resources by their Job's name too, each with its `parent`. Each handler takes the service and the parsed
-query and returns `(status, body, headers)`."""
+are resources by their Job's name too, each with its `parent`. Each handler takes the
+service and the parsed query and returns `(status, body, headers)`."""
 
 from __future__ import annotations
 
