@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from nodus_gitops.floor.errors import NotFoundError
 from nodus_gitops.floor.identity import ResourceKey, owned_by
+from nodus_gitops.floor.phases import TERMINAL_PHASES, Phase
 
 
 @dataclass(frozen=True)
@@ -274,6 +275,18 @@ def _wrapper_class(base: type, caps: frozenset[type]) -> type:
 Handler = Callable[[str, ResourceKey, Any], Observed | None]
 
 
+def _as_stored(observed: Observed, manifest: dict[str, Any]) -> Observed:
+    """`observed` running `manifest`: its labels, annotations and, for a Job asked to stop,
+    the Cancelled phase (a finished Job keeps the phase it ended in)."""
+    meta = manifest.get("metadata") or {}
+    phase = observed.phase
+    asked = (manifest.get("spec") or {}).get("state")
+    if asked == Phase.CANCELLED and phase not in TERMINAL_PHASES:
+        phase = Phase.CANCELLED
+    return replace(observed, phase=phase, labels=dict(meta.get("labels") or {}),
+                   annotations=dict(meta.get("annotations") or {}), manifest=manifest)
+
+
 class FakeProvider:
     """An in-memory provider built from one handler function, for tests of the core
     (like httpx's MockTransport). The handler sees `(operation, key, argument)` and may
@@ -299,23 +312,20 @@ class FakeProvider:
     def create(self, workload: Workload, idempotency_key: str) -> Observed:
         if workload.key in self.resources:
             return self.resources[workload.key]
-        meta = workload.manifest.get("metadata", {})
-        observed = self._call("create", workload.key, workload) or Observed(
-            workload.key,
-            provider_id=f"fake-{len(self.resources) + 1}",
-            phase="Running",
-            labels=dict(meta.get("labels", {})),
-            annotations=dict(meta.get("annotations", {})),
-            manifest=workload.manifest,
-        )
+        observed = self._call("create", workload.key, workload) or _as_stored(Observed(
+            workload.key, provider_id=f"fake-{len(self.resources) + 1}", phase="Running"),
+            workload.manifest)
         self.resources[workload.key] = observed
         self.manifests[workload.key] = workload.manifest
         return observed
 
     def patch(self, workload: Workload, changes: dict[str, Any]) -> Observed:
+        """The patched manifest is what `get` shows from now on; `spec.state: Cancelled`
+        cancels an unfinished Job, as every backend does."""
         if workload.key not in self.resources:
             raise NotFoundError(f"{workload.key.short} does not exist")
-        observed = self._call("patch", workload.key, changes) or self.resources[workload.key]
+        observed = self._call("patch", workload.key, changes) or _as_stored(
+            self.resources[workload.key], workload.manifest)
         self.resources[workload.key] = observed
         self.manifests[workload.key] = workload.manifest
         return observed
