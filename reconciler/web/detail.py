@@ -29,7 +29,7 @@ from nodus_gitops.web.html import (
 )
 from nodus_gitops.web.pages import commit_link, now_text, when
 from nodus_gitops.web.redact import mask
-from nodus_gitops.workloads.children import was_created
+from nodus_gitops.workloads.children import find_child, was_created
 
 if TYPE_CHECKING:
     from nodus_gitops.service import Service
@@ -253,6 +253,9 @@ def logs_page(service: Service, kind: str, project: str, name: str,
               params: dict[str, list[str]]) -> tuple[int, bytes]:
     r = service.store.get_resource(ResourceKey(kind, project, name))
     job = (params.get("job") or [None])[-1]
+    child = find_child(service.store, project, name) if r is None and kind == "Job" else None
+    if child is not None and child.created and job in (None, name):  # a stage's or a cell's
+        r, job = child.parent, name
     if r is None or (job or name) not in logs.child_jobs(r):
         return 404, layout("Not found", tag("p", f"No Job {job or name} of {kind}/{name}."))
     job = job or name

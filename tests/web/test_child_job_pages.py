@@ -120,6 +120,9 @@ def test_a_cell_job_page_links_its_sweep_and_shows_its_logs(client: httpx.Client
     assert "cell 2" in html  # its log
     assert 'data-poll="/api/v1/resources/Job/p/sw-1"' in html
     assert client.get("/api/v1/resources/Job/p/sw-1").json()["parent"]["cell"] == "1"
+    logs = client.get("/resources/Job/p/sw-1/logs")
+    assert logs.status_code == 200 and "cell 2" in logs.text
+    assert client.get("/resources/Job/p/sw-1/logs?job=sw-0").status_code == 404
 
 
 def test_parent_pages_link_each_stage_and_cell_to_its_job(client: httpx.Client) -> None:
