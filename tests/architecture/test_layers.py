@@ -16,7 +16,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("floor", ("floor", "schemas")),
     ("base", ("state", "providers")),
     ("engine", ("source", "manifests", "schema_check", "schema_refs", "crds", "validation",
-                "composite", "envvars", "gpu", "desired", "options", "frozen", "plan",
+                "composite", "envvars", "desired", "options", "frozen", "plan",
                 "apply", "failpoints", "adoption", "leases", "sync", "outcomes", "repos",
                 "workloads", "metrics", "metered", "service", "config", "hosts")),
     ("top", ("checks", "web", "sdk", "output", "logging_setup")),
