@@ -205,10 +205,12 @@ def job_mounts(run_outputs: Path, run_work: Path, run_units: Path, inputs: list[
 _PLATFORM_MOUNTS = (OUTPUTS_MOUNT, INPUTS_MOUNT, SHIM_MOUNT, UNITS_MOUNT)
 
 
-def checkpoint_points(paths: tuple[str, ...]) -> tuple[list[str | None], list[str]]:
+def checkpoint_points(paths: tuple[str, ...], within: str | None = None,
+                      ) -> tuple[list[str | None], list[str]]:
     """Where a run sees each of its checkpoint directories (None: that path cannot be
-    one) and why the paths that cannot be are refused. The first one, the
-    NODUS_CHECKPOINT_DIR, falls back to /nodus/state."""
+    one) and why the paths that cannot be are refused; `within` is the one tree a
+    sandbox can make them in, where it has one. The first one, the NODUS_CHECKPOINT_DIR,
+    falls back to /nodus/state."""
     points: list[str | None] = []
     refused: list[str] = []
     for path in paths:
@@ -217,6 +219,9 @@ def checkpoint_points(paths: tuple[str, ...]) -> tuple[list[str | None], list[st
             points.append(None)
         elif any(path == p or path.startswith(p + "/") for p in _PLATFORM_MOUNTS):
             refused.append(f"{path} is where the platform puts its own files")
+            points.append(None)
+        elif within is not None and not path.startswith(within.rstrip("/") + "/"):
+            refused.append(f"{path} is outside {within}, where this sandbox makes them")
             points.append(None)
         else:
             points.append(path)

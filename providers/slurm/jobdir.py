@@ -3,8 +3,11 @@
     job.json        the provider's record: manifest, idempotency key, submissions, the
                     finished runs, the result (written atomically, under job.lock)
     wrapper.sh      the batch script every submission runs
-    outputs/        the Job's /nodus/outputs (declared outputs are hashed from here)
-    state/<index>/  each index's checkpoint directory (/nodus/state)
+    outputs/        the Job's outputs: what its succeeded runs wrote (declared outputs
+                    are hashed from here)
+    run-outputs/<index>-<attempt>/  a running run's own /nodus/outputs
+    state/<index>/  each index's first checkpoint directory (NODUS_CHECKPOINT_DIR),
+                    state/<index>.<n>/ for the n-th checkpoint path after it
     logs/<index>-<attempt>.log, units/<index>-<attempt>.jsonl, exits/<index>-<attempt>
     slurm/<jobid>.out  what Slurm itself writes (the wrapper's own errors)
 
@@ -125,7 +128,10 @@ class JobDir:
         return total
 
     def clear_state(self, index: int) -> None:
+        """The index's checkpoint directories, one for each checkpoint path, go."""
         shutil.rmtree(self.state(index), ignore_errors=True)
+        for extra in (self.path / "state").glob(f"{index}.*"):
+            shutil.rmtree(extra, ignore_errors=True)
 
     def remove(self) -> None:
         shutil.rmtree(self.path, ignore_errors=True)

@@ -386,8 +386,8 @@ class SlurmProvider(Estimates, HasLogs, HasOutputs, Suspends, ExpiresFinished):
             except ProviderError as exc:  # reported on the Job (SuspendFailed), tried again
                 doc["scontrolError"] = str(exc)
         if d.resubmit and not d.terminal:
-            if spec.recovery.continuity == "Restartable":
-                for index in d.recovered:
+            for index in d.resubmit:  # a retried index starts fresh; a lost one per continuity
+                if index not in d.recovered or spec.recovery.continuity == "Restartable":
                     jd.clear_state(index)
             doc["intent"] = {"attempt": len(doc["submissions"]), "indexes": d.resubmit}
             self._submit_intent(key, jd, doc)

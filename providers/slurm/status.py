@@ -98,6 +98,30 @@ def latest(runs: list[Run]) -> dict[int, Run]:
     return out
 
 
+def lost_attempts(runs: list[Run], index: int) -> int:
+    """How many of recovery.maxAttempts `index` used up: its runs lost with capacity."""
+    return sum(1 for r in runs if r.index == index and r.kind == GONE)
+
+
+def no_progress(spec: JobSpec, runs: list[Run], lost: list[int]) -> str | None:
+    """Why the Job fails with NoProgress: a lost index whose last two runs were both
+    recoveries (each started after its index lost the run before) and each ran less
+    than recovery.minProgressDuration before losing capacity; None otherwise."""
+    least = spec.recovery.min_progress_seconds
+    if least is None:
+        return None
+    for index in lost:
+        mine = sorted((r for r in runs if r.index == index), key=lambda r: r.attempt)
+        short = 0
+        for before, run in zip(mine, mine[1:], strict=False):
+            recovery = before.kind == GONE
+            short = short + 1 if recovery and run.kind == GONE and run.seconds < least else 0
+        if short >= 2:
+            return (f"two recoveries in a row each ran less than recovery.minProgressDuration "
+                    f"({least:g}s; the last ran {mine[-1].seconds:.1f}s): index {index}")
+    return None
+
+
 def decide(spec: JobSpec, runs: list[Run], *, desired: str, now: float,
            active_seconds: float | None, capped: bool, cancel_requested: bool) -> Decision:
     """The Job's phase and what to do next. `active_seconds` is the time since the first
@@ -139,13 +163,18 @@ def decide(spec: JobSpec, runs: list[Run], *, desired: str, now: float,
     if lost_last:
         rec = spec.recovery
         why = None
+        stalled = no_progress(spec, runs, [r.index for r in lost_last])
+        spent = [r for r in lost_last if lost_attempts(runs, r.index) >= rec.max_attempts]
         if rec.on_interruption == "Fail":
             why = "capacity was lost and recovery.onInterruption is Fail"
         elif rec.continuity == "Ephemeral":
             why = "capacity was lost and recovery.continuity is Ephemeral: nothing is kept"
-        elif lost > rec.max_attempts:
-            why = f"capacity was lost {lost} times, more than recovery.maxAttempts " \
-                  f"{rec.max_attempts}"
+        elif stalled is not None:
+            return fail(Reason.NO_PROGRESS, stalled)
+        elif spent:
+            n = lost_attempts(runs, spent[0].index)
+            why = (f"index {spent[0].index} lost its capacity on {n} attempt{'s' * (n != 1)}, "
+                   f"all that recovery.maxAttempts ({rec.max_attempts}) allows")
         if why:
             return fail(Reason.RECOVERY_LIMIT_EXCEEDED, f"{why} ({lost_last[0].describe()})")
     stray = [r for r in last.values() if r.kind == CANCELLED]

@@ -5,8 +5,9 @@ Pure: no I/O. The wrapper runs on the compute node. It takes the index from
 SLURM_ARRAY_TASK_ID (0 for a plain job), sets NODUS_INDEX / JOB_COMPLETION_INDEX and the
 per-index checkpoint and units paths, creates the Job's directories on the shared root,
 runs the command's argv without a shell (under bubblewrap when the node has it, so the
-command sees /nodus/outputs, /nodus/state and /nodus/inputs/<name>), and records the
-exit status in `exits/<index>-<attempt>` before exiting with it.
+command sees /nodus/outputs, its checkpoint paths (/nodus/state) and
+/nodus/inputs/<name>), and records the exit status in `exits/<index>-<attempt>` before
+exiting with it.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.providers.local.sandbox import checkpoint_points
 from nodus_gitops.providers.local.spec import (
     INPUTS_MOUNT,
     OUTPUTS_MOUNT,
-    STATE_MOUNT,
     JobSpec,
     env_suffix,
 )
@@ -105,37 +106,75 @@ def environment(spec: JobSpec, job_dir: Path, attempt: int, shim: Path) -> dict[
     return env
 
 
+def checkpoint_dirs(spec: JobSpec) -> list[tuple[str, str | None]]:
+    """(the directory under the Job's, where the run sees it under bubblewrap) for each
+    checkpoint path, first the NODUS_CHECKPOINT_DIR: `state/<index>`, then
+    `state/<index>.<n>`; the sandbox makes them only under /nodus."""
+    points, _ = checkpoint_points(spec.recovery.checkpoint_paths, within="/nodus")
+    return [("$J/state/$i" if n == 0 else f"$J/state/$i.{n}", point)
+            for n, point in enumerate(points)]
+
+
+def _notes(spec: JobSpec) -> list[str]:
+    """What the wrapper says in the run's log about checkpoint paths it cannot give."""
+    _, refused = checkpoint_points(spec.recovery.checkpoint_paths, within="/nodus")
+    return [f"nodus: recovery.checkpointPaths: {why}; it is not saved" for why in refused]
+
+
 def script(spec: JobSpec, job_dir: Path, sandbox: str) -> str:
-    """The wrapper batch script (the same for every submission of the Job)."""
+    """The wrapper batch script (the same for every submission of the Job).
+
+    Every run starts on fresh capacity: its outputs directory is its own, empty
+    `run-outputs/<index>-<attempt>`, copied into the Job's outputs when the command
+    succeeded and removed either way; its checkpoint directories are its index's."""
     q = shlex.quote
     inputs = [i for i in spec.inputs if i.path]
     sb_env = [f"NODUS_INPUT_{env_suffix(i.name)}={q(f'{INPUTS_MOUNT}/{i.name}')}"
               for i in inputs]
     host_env = [f"NODUS_INPUT_{env_suffix(i.name)}={q(str(i.path))}" for i in inputs]
-    binds = "".join(f" --ro-bind {q(str(i.path))} {q(f'{INPUTS_MOUNT}/{i.name}')}"
-                    for i in inputs)
+    dirs = checkpoint_dirs(spec)
+    mounts = [(f'"{d}"', point) for d, point in dirs if point is not None]
+    mounts += [(q(str(i.path)), f"{INPUTS_MOUNT}/{i.name}") for i in inputs]
+    # parents before what lies below them
+    mounts.sort(key=lambda m: m[1].count("/"))
+    readonly = {f"{INPUTS_MOUNT}/{i.name}" for i in inputs}
+    binds = "".join(f" --{'ro-bind' if point in readonly else 'bind'} {src} {q(point)}"
+                    for src, point in mounts)
+    made = " ".join(f'"{d}"' for d, _ in dirs)
+    notes = "".join(f"echo {q(line)}\n" for line in _notes(spec))
     workdir = q(spec.working_dir) if spec.working_dir else '"$J/work"'
     argv = " ".join(q(a) for a in spec.command)
     use_bwrap = "command -v bwrap >/dev/null" if sandbox == "auto" else "false"
+    if len(dirs) > 1:
+        notes += (f"{use_bwrap} || echo 'nodus: without bubblewrap only the first checkpoint "
+                  "path is given, as NODUS_CHECKPOINT_DIR'\n")
+    first = q(str(dirs[0][1]))
     return f"""#!/bin/bash
 # nodus-gitops: one index of Job {spec.name}, written by the slurm backend.
 J={q(str(job_dir))}
 i=${{SLURM_ARRAY_TASK_ID:-0}}
 a=${{NODUS_ATTEMPT:-0}}
-mkdir -p "$J/outputs" "$J/state/$i" "$J/logs" "$J/units" "$J/exits" "$J/work"
+R="$J/run-outputs/$i-$a"
+rm -rf "$R"
+mkdir -p "$J/outputs" "$R" {made} "$J/logs" "$J/units" "$J/exits" "$J/work"
 exec >>"$J/logs/$i-$a.log" 2>&1
-export NODUS_INDEX=$i JOB_COMPLETION_INDEX=$i NODUS_UNITS_FILE="$J/units/$i-$a.jsonl"
+{notes}export NODUS_INDEX=$i JOB_COMPLETION_INDEX=$i NODUS_UNITS_FILE="$J/units/$i-$a.jsonl"
 if {use_bwrap}; then
-  export NODUS_OUTPUTS_DIR={OUTPUTS_MOUNT} NODUS_CHECKPOINT_DIR={STATE_MOUNT} {" ".join(sb_env)}
+  export NODUS_OUTPUTS_DIR={OUTPUTS_MOUNT} NODUS_CHECKPOINT_DIR={first} {" ".join(sb_env)}
   set -- bwrap --dev-bind / / --die-with-parent --tmpfs /nodus \\
-    --bind "$J/outputs" {OUTPUTS_MOUNT} --bind "$J/state/$i" {STATE_MOUNT}{binds} --
+    --bind "$R" {OUTPUTS_MOUNT}{binds} --
 else
-  export NODUS_OUTPUTS_DIR="$J/outputs" NODUS_CHECKPOINT_DIR="$J/state/$i" {" ".join(host_env)}
+  export NODUS_OUTPUTS_DIR="$R" NODUS_CHECKPOINT_DIR="$J/state/$i" {" ".join(host_env)}
   set --
 fi
 cd {workdir} 2>/dev/null || cd "$J/work"
 "$@" {argv}
 rc=$?
+if [ "$rc" -eq 0 ] && ! cp -a --remove-destination "$R/." "$J/outputs/"; then
+  echo "nodus: the run's outputs could not be stored in the Job's outputs"
+  rc=1
+fi
+rm -rf "$R"
 echo "$rc" >"$J/exits/$i-$a.tmp" && mv -f "$J/exits/$i-$a.tmp" "$J/exits/$i-$a"
 exit "$rc"
 """
