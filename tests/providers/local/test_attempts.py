@@ -122,3 +122,26 @@ def test_checkpoint_paths_are_kept_across_a_suspend(local):
     assert done.phase == "Succeeded", done
     assert seen(local, k, 2)["found"] == {"/ckpt": ["saved"], "/nodus/cache": ["saved"],
                                           "/nodus/state": None}
+
+
+@pytest.mark.skipif(not HAS_BWRAP, reason="checkpoint paths are mount points: needs bubblewrap")
+def test_a_checkpoint_path_that_cannot_be_one_is_said_not_ignored(local):
+    code = "import os; print(os.environ['NODUS_CHECKPOINT_DIR'], os.path.isdir('/nodus/keep'))"
+    k = local.create("odd", code, recovery={"checkpointPaths": ["/usr/ckpt", "/nodus/keep"]})
+    done = local.wait(k)
+    assert done.phase == "Succeeded", done
+    assert local.log(k) == "/nodus/state True"
+    said = [e for e in local.run(k).read_events() if e["reason"] == "CheckpointPathsRefused"]
+    assert len(said) == 1 and "/usr/ckpt is part of the runtime" in said[0]["message"]
+
+
+def test_without_a_sandbox_the_checkpoint_paths_are_said_to_be_approximated(local_factory):
+    local = local_factory(sandbox="none")
+    code = "import os; print(os.environ['NODUS_CHECKPOINT_DIR'])"
+    k = local.create("bare", code, recovery={"checkpointPaths": ["/ckpt", "/cache"]})
+    done = local.wait(k)
+    assert done.phase == "Succeeded", done
+    assert local.log(k) == str(local.run(k).state_for(0))
+    said = [e for e in local.run(k).read_events()
+            if e["reason"] == "CheckpointPathsApproximated"]
+    assert len(said) == 1 and "/ckpt, /cache" in said[0]["message"]
