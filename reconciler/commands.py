@@ -17,7 +17,7 @@ from nodus_gitops.floor.identity import KINDS, ResourceKey
 from nodus_gitops.floor.phases import is_terminal
 from nodus_gitops.floor.problems import Problem
 from nodus_gitops.floor.results import RUNS
-from nodus_gitops.job_views import Backends, find_job, job_backend, owner_of
+from nodus_gitops.job_views import Backends, JobNotFound, find_job, job_backend, owner_of
 from nodus_gitops.leases import LeaseKeeper, replica_name
 from nodus_gitops.logging_setup import setup_logging
 from nodus_gitops.manifests import iter_manifest_files, outside_link
@@ -384,9 +384,17 @@ def cmd_describe(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def job_owner(store: Store, target: str) -> tuple[ResourceKey, InventoryRecord]:
-    """The key of the Job `target` names, and the record whose backend runs it."""
-    record, child = find_job(store, _job_name(target))
+def job_owner(store: Store, target: str) -> tuple[ResourceKey, InventoryRecord | None]:
+    """The key of the Job `target` names, and the record whose backend runs it. A Job the
+    store does not know (created on the backend by something else, or with the state
+    lost) is asked of the backend that would run it, in the store's first project; the
+    backend then says whether it has it."""
+    name = _job_name(target)
+    try:
+        record, child = find_job(store, name)
+    except JobNotFound:
+        projects = sorted({r.key.project for r in store.list_inventory()}) or ["default"]
+        return ResourceKey("Job", projects[0], name), None
     job = child or record
     assert job is not None
     return job.key, owner_of(job)

@@ -23,10 +23,14 @@ from nodus_gitops.state.store import Store
 from nodus_gitops.workloads.children import ChildJob, find_child
 
 
+class JobNotFound(ConfigError):
+    """No Job of that name in the store: neither one it records nor a stage's or cell's."""
+
+
 def find_job(store: Store, name: str) -> tuple[InventoryRecord | None, ChildJob | None]:
     """The Job `name`: one the inventory records, else a stage's or a cell's Job (in the
-    first project that has one). ConfigError when there is none, or when its Pipeline or
-    Sweep has not created it (yet)."""
+    first project that has one). JobNotFound when there is none; ConfigError when its
+    Pipeline or Sweep has not created it (yet)."""
     records = store.list_inventory()
     for r in records:
         if r.key.kind == "Job" and r.key.name == name:
@@ -38,7 +42,7 @@ def find_job(store: Store, name: str) -> tuple[InventoryRecord | None, ChildJob 
                               f"({child.entry.get('phase') or 'not started'})")
         if child is not None:
             return None, child
-    raise ConfigError(f"job/{name} not found")
+    raise JobNotFound(f"job/{name} not found")
 
 
 def owner_of(job: InventoryRecord | ChildJob) -> InventoryRecord:
