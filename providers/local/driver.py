@@ -283,6 +283,9 @@ class JobDriver:
             for run in self.active.values():
                 if not run.killed:
                     run.kill()
+        elif self.stop:
+            for run in self.active.values():
+                run.pass_on_term()
         if self.desired == Phase.CANCELLED:
             if not self.stop or self.stop["kind"] != "cancel":
                 self.begin_stop("cancel", now, message="cancelled: spec.state is Cancelled")

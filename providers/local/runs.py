@@ -120,6 +120,7 @@ class Run:
     rlimited: bool = False
     stopping: str | None = None  # why we asked it to stop: suspend, cancel, timeout, fail
     term_at: float | None = None
+    term_delivered: bool = False  # a process of the command has had the SIGTERM
     killed: bool = False
     units: int = 0
     _units_offset: int = field(default=0, repr=False)
@@ -175,14 +176,26 @@ class Run:
             self.stopping = reason
             self.term_at = now
             ns = self.namespace
-            if ns is not None and ns.load(wait=1.0):
-                for pid in ns.members():
-                    if pid != ns.init_pid:
-                        procs.signal_pid(pid, signal.SIGTERM)
-            else:
+            if ns is None or not ns.load(wait=1.0):
                 procs.signal_group(self.pid, signal.SIGTERM)
+            self.pass_on_term()
         else:
             self.stopping = reason
+
+    def pass_on_term(self) -> None:
+        """Deliver the asked stop to the command once it exists. Asked right after the
+        start, the namespace may hold its init alone (bubblewrap has not started the
+        command yet): the command then gets SIGTERM on a later tick, and so its grace
+        period to save, instead of a SIGKILL at the deadline. Once the command has it,
+        processes it starts later (a save step in its SIGTERM handler) are left alone."""
+        ns = self.namespace
+        if self.term_at is None or self.killed or self.term_delivered or ns is None \
+                or not ns.load():
+            return
+        for pid in ns.members():
+            if pid != ns.init_pid:
+                procs.signal_pid(pid, signal.SIGTERM)
+                self.term_delivered = True
 
     def kill(self) -> None:
         self.killed = True
