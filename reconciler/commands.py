@@ -6,9 +6,11 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from nodus_gitops.config import Settings, binding_from_flags, load_settings
 from nodus_gitops.desired import DesiredTree
@@ -400,46 +402,54 @@ def job_owner(store: Store, target: str) -> tuple[ResourceKey, InventoryRecord |
     return job.key, owner_of(job)
 
 
+class _Lacks(Exception):
+    """The Job's backend does not declare the capability a command needs."""
+
+
+@contextmanager
+def _job_backend_with(args: argparse.Namespace, target: str, capability: type,
+                      lacking: str) -> Iterator[tuple[ResourceKey, Any]]:
+    """The key of the Job `target` and its backend, which has `capability`; closed after.
+    Where it lacks it, says so (`lacking` completes "runs on the X backend, whose ...")."""
+    settings = settings_from(args)
+    key, owner = job_owner(open_store(settings), target)
+    backend = job_backend(settings, owner)
+    try:
+        if not isinstance(backend, capability):
+            print(f"nodus-gitops {args.command}: {target} runs on the {backend.name} backend, "
+                  f"whose {lacking}", file=sys.stderr)
+            raise _Lacks
+        yield key, backend
+    finally:
+        backend.close()
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     from nodus_gitops.providers.base import HasLogs
 
-    settings = settings_from(args)
-    store = open_store(settings)
-    key, owner = job_owner(store, args.target)
-    backend = job_backend(settings, owner)
     try:
-        if not isinstance(backend, HasLogs):
-            print(f"nodus-gitops logs: {args.target} runs on the {backend.name} backend, "
-                  "whose logs the reconciler cannot read; read them with that platform's "
-                  "own tools", file=sys.stderr)
-            return EXIT_PROBLEMS
-        for line in backend.logs(key, index=args.index, follow=args.follow):
-            sys.stdout.write(line if line.endswith("\n") else line + "\n")
-            sys.stdout.flush()
-    finally:
-        backend.close()
+        with _job_backend_with(args, args.target, HasLogs, "logs the reconciler cannot read; "
+                               "read them with that platform's own tools") as (key, backend):
+            for line in backend.logs(key, index=args.index, follow=args.follow):
+                sys.stdout.write(line if line.endswith("\n") else line + "\n")
+                sys.stdout.flush()
+    except _Lacks:
+        return EXIT_PROBLEMS
     return EXIT_OK
 
 
 def cmd_cp(args: argparse.Namespace) -> int:
     from nodus_gitops.providers.base import HasOutputs
 
-    settings = settings_from(args)
     source, _, output = args.source.partition(":outputs/")
     if not output:
         raise ConfigError(f"{args.source!r}: use job/NAME:outputs/OUTPUT")
-    store = open_store(settings)
-    key, owner = job_owner(store, source)
-    backend = job_backend(settings, owner)
     try:
-        if not isinstance(backend, HasOutputs):
-            print(f"nodus-gitops cp: {source} runs on the {backend.name} backend, whose "
-                  "outputs the reconciler cannot copy; fetch them with that platform's own "
-                  "tools", file=sys.stderr)
-            return EXIT_PROBLEMS
-        path, size, digest = backend.copy_output(key, output, Path(args.dest))
-    finally:
-        backend.close()
+        with _job_backend_with(args, source, HasOutputs, "outputs the reconciler cannot copy; "
+                               "fetch them with that platform's own tools") as (key, backend):
+            path, size, digest = backend.copy_output(key, output, Path(args.dest))
+    except _Lacks:
+        return EXIT_PROBLEMS
     print(f"{path}: {size} bytes, sha256 {digest[:12]}")
     return EXIT_OK
 
