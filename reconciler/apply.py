@@ -341,10 +341,24 @@ class Applier:
     # --- retries and recovery ------------------------------------------------------------
 
     def _call(self, fn: Callable[[], Any]) -> Any:
-        """`fn()`, with a TransientError retried as the policy says; the last one raised."""
+        """`fn()`, with a TransientError retried as the policy says; the last one raised.
+
+        The first attempt runs bare: building the retry loop costs more than a fast
+        backend's answer (a cold sync makes one call per resource), so it is built only
+        once an attempt failed, and replays that failure as its own first attempt."""
+        try:
+            return fn()
+        except TransientError as exc:
+            failed: list[TransientError] = [exc]
+
+        def attempt() -> Any:
+            if failed:
+                raise failed.pop()
+            return fn()
+
         retrying = self.retry.retrying(TransientError, sleep=self.sleep, rng=self.rng,
                                        hint=lambda e: getattr(e, "delay", None))
-        return retrying(fn)
+        return retrying(attempt)
 
     def resolve_pending(self, binding_id: str | None = None) -> list[IntentRecord]:
         """Finish every intent a killed process left pending, oldest first: whatever the
