@@ -9,9 +9,10 @@ import signal
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
 from nodus_gitops.config import Binding, Settings
 from nodus_gitops.floor.results import RUNS
 from nodus_gitops.leases import DEFAULT_TTL, LeaseKeeper
@@ -190,16 +191,27 @@ class Service:
     def run(self, *, serve_http: Callable[[Service], Callable[[], None]] | None = None) -> None:
         """Poll until SIGTERM/SIGINT. `serve_http` starts the web server and returns its
         stop function."""
-        scheduler = BackgroundScheduler(job_defaults={"coalesce": True, "max_instances": 1})
+        # A run that starts late still runs (misfire_grace_time None): with many bindings
+        # the first syncs queue for the workers, and a dropped one would wait an interval.
+        scheduler = BackgroundScheduler(job_defaults={
+            "coalesce": True, "max_instances": 1, "misfire_grace_time": None})
         if self.leases is None:
             self.leases = LeaseKeeper(self.store, self.syncs, ttl=self.lease_ttl)
         self.keep_leases()
         scheduler.add_job(self.keep_leases, "interval", seconds=self.leases.ttl / 3,
                           id="leases")
+        # Every binding's first sync now; after it, each polls on its own phase of the
+        # interval, so that many bindings poll a few at a time rather than in one burst.
+        now = _now()
+        phases = poll_phases(list(self.syncs), None)
         for binding_id, sync in self.syncs.items():
-            scheduler.add_job(self.reconcile, "interval", seconds=sync.binding.interval,
-                              args=[binding_id], kwargs={"wait": 0}, id=binding_id,
-                              next_run_time=_now())
+            interval = sync.binding.interval
+            scheduler.add_job(self.reconcile, "date", run_date=now, args=[binding_id],
+                              kwargs={"wait": 0}, id=f"{binding_id}/first")
+            start = now + timedelta(seconds=phases[binding_id] * interval)
+            scheduler.add_job(self.reconcile, IntervalTrigger(seconds=interval,
+                                                              start_date=start),
+                              args=[binding_id], kwargs={"wait": 0}, id=binding_id)
         scheduler.add_job(self.refresh_all, "interval", seconds=STATUS_REFRESH_SECONDS,
                           id="status-refresh")
         stop_http = serve_http(self) if serve_http else None
@@ -240,6 +252,14 @@ class Service:
         the bindings this replica holds the lease of."""
         return list({id(s.applier.provider): s.applier.provider for b, s in self.syncs.items()
                      if not held_only or self.leases is None or self.leases.holds(b)}.values())
+
+
+def poll_phases(binding_ids: list[str], interval: float | None) -> dict[str, float]:
+    """When each binding's regular polls start after its first sync: evenly spread over
+    (0, interval] in the bindings' order (as fractions of the interval when None)."""
+    unit = 1.0 if interval is None else interval
+    count = len(binding_ids)
+    return {b: unit * (n + 1) / count for n, b in enumerate(binding_ids)}
 
 
 def _now() -> datetime:

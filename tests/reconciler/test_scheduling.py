@@ -1,0 +1,76 @@
+"""How `Service.run` schedules many bindings: each gets its first sync however long the
+queue of first syncs is, and later polls are spread over the interval, not taken in one
+burst per interval."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pygit2
+from nodus_gitops import service as service_module
+from nodus_gitops.config import Binding, Settings
+from nodus_gitops.providers.base import FakeProvider
+from nodus_gitops.state.store import Store
+from nodus_gitops.wiring import build_service
+
+JOB = ("apiVersion: nodus.dev/v1\nkind: Job\nmetadata:\n  name: {name}\nspec:\n"
+       "  image: python:3.12-slim\n  command: [python3, -c, pass]\n")
+
+
+def bare_repo(path: Path, name: str) -> str:
+    """A bare repository of one commit holding `manifests/<name>.yaml`."""
+    repo = pygit2.init_repository(str(path), bare=True)
+    folder = repo.TreeBuilder()
+    folder.insert(f"{name}.yaml", repo.create_blob(JOB.format(name=name).encode()),
+                  pygit2.GIT_FILEMODE_BLOB)
+    top = repo.TreeBuilder()
+    top.insert("manifests", folder.write(), pygit2.GIT_FILEMODE_TREE)
+    who = pygit2.Signature("t", "t@example.com")
+    return str(repo.create_commit("refs/heads/main", who, who, "first", top.write(), []))
+
+
+def test_every_binding_gets_its_first_sync_however_long_the_queue(tmp_path: Path) -> None:
+    # Each create takes a while, so that the first syncs of 60 bindings queue for the
+    # scheduler's workers for seconds: none of them may be dropped for starting late
+    # (they would wait a whole interval, here far longer than the test's deadline).
+    count = 60
+    bindings = tuple(
+        Binding(id=f"team-{n}", url=str(tmp_path / "remotes" / f"team-{n}.git"),
+                path="manifests", project=f"team-{n}", interval=600)
+        for n in range(count))
+    for n in range(count):
+        bare_repo(tmp_path / "remotes" / f"team-{n}.git", f"job-{n}")
+
+    def slow_create(op: str, _key: object, _arg: object) -> None:
+        if op == "create":
+            time.sleep(0.3)
+
+    provider = FakeProvider(slow_create)
+    store = Store.open(None, tmp_path / "state")
+    settings = Settings(state_dir=tmp_path / "state", instance="test", bindings=bindings,
+                        checks={"gitnotes": False})
+    service = build_service(settings, store, provider_factory=lambda _name: provider)
+    service.follow_up = False
+
+    def stop_when_all_created() -> None:
+        deadline = time.monotonic() + 60
+        while len(provider.resources) < count and time.monotonic() < deadline:
+            time.sleep(0.1)
+        service.stopping.set()
+
+    threading.Thread(target=stop_when_all_created, daemon=True).start()
+    try:
+        service.run()
+    finally:
+        store.close()
+    missing = sorted({f"job-{n}" for n in range(count)}
+                     - {k.name for k in provider.resources})
+    assert not missing, f"never synced: {missing}"
+
+
+def test_polls_are_spread_over_the_interval() -> None:
+    phases = service_module.poll_phases(["a", "b", "c", "d"], 20.0)
+    assert sorted(phases.values()) == [5.0, 10.0, 15.0, 20.0]
+    assert service_module.poll_phases(["only"], 30.0) == {"only": 30.0}  # one binding: as before
