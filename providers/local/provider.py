@@ -493,13 +493,11 @@ class LocalProvider(Estimates, HasLogs, HasOutputs, HasEvents, Suspends, Expires
                 runs={},
                 active=0,
             )
-            run.event(
-                "CapacityLost",
-                f"the supervisor is gone; recovery {decision.recoveries} "
-                f"of at most {spec.recovery.max_attempts}",
-                "Warning",
-                now=now,
-            )
+            budget = spec.recovery.max_attempts
+            counts = "; ".join(f"index {i} has lost {n} of its {budget} attempts"
+                               for i, n in decision.attempts_lost)
+            run.event("CapacityLost", f"the supervisor is gone; {counts} (recovery.maxAttempts)",
+                      "Warning", now=now)
         else:
             st["restarts"] = st.get("restarts", 0) + 1
             run.event("SupervisorRestarted", "the supervisor is gone; nothing was running", now=now)

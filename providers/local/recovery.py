@@ -24,6 +24,8 @@ class Decision:
     recoveries: int = 0
     short_recoveries: int = 0
     lost_indexes: tuple[int, ...] = ()
+    # (index, attempts it has lost to capacity so far, this loss included)
+    attempts_lost: tuple[tuple[int, int], ...] = ()
 
 
 def decide(st: dict[str, Any], spec: JobSpec, desired: str) -> Decision:
@@ -90,5 +92,6 @@ def decide(st: dict[str, Any], spec: JobSpec, desired: str) -> Decision:
             lost,
         )
     return Decision(
-        "recover", recoveries=recoveries, short_recoveries=short_count, lost_indexes=lost
+        "recover", recoveries=recoveries, short_recoveries=short_count, lost_indexes=lost,
+        attempts_lost=tuple((i, used[i]) for i in lost),
     )

@@ -132,6 +132,11 @@ def test_max_attempts_counts_each_index_on_its_own(local):
     done = local.wait(k)
     assert done.phase == "Succeeded", done
     assert done.status["recoveries"] == 3
+    # Each loss is told against the index's own budget, not the Job's total recoveries.
+    lost = [e["message"] for e in local.run(k).read_events() if e["reason"] == "CapacityLost"]
+    assert len(lost) == 3
+    for index, message in enumerate(lost):
+        assert f"index {index} has lost 1 of its 2 attempts" in message, message
 
 
 def test_two_short_recoveries_in_a_row_are_no_progress(local):
