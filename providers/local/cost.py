@@ -10,9 +10,12 @@ from nodus_gitops.providers.local.jobstate import format_usd
 from nodus_gitops.providers.local.spec import JobSpec, SpecError, parse_job
 
 
-def run_rate(spec: JobSpec, rates: RateCard) -> float:
-    """USD per second for one running index of this Job."""
-    gpu_types: list[str | None] = [spec.gpu.type] * spec.gpu.count if spec.gpu else []
+def run_rate(spec: JobSpec, rates: RateCard,
+             gpu_types: list[str | None] | None = None) -> float:
+    """USD per second for one running index of this Job: its GPUs priced by the types
+    it asked for, or by `gpu_types`, those of the slots it was placed on."""
+    if gpu_types is None:
+        gpu_types = [spec.gpu.type] * spec.gpu.count if spec.gpu else []
     return rates.per_second(spec.cpu, spec.memory, gpu_types)
 
 

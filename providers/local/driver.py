@@ -34,6 +34,8 @@ from nodus_gitops.providers.local import (
     runs,
     suspension,
 )
+from nodus_gitops.providers.local.config import RateCard
+from nodus_gitops.providers.local.cost import run_rate
 from nodus_gitops.providers.local.placement import Placement
 from nodus_gitops.providers.local.rundir import RunDir
 from nodus_gitops.providers.local.sandbox import Sandbox, checkpoint_points
@@ -56,6 +58,8 @@ class JobDriver:
         self.settings: dict[str, Any] = read_json(run.settings)
         self.spec = parse_job(doc["manifest"])
         self.rate = float(doc["ratePerSecond"])  # one running index, from the rate card
+        # The rate card the Job was created with, to price the GPU slots each run gets.
+        self.rates = RateCard.from_dict(doc["rates"]) if doc.get("rates") else None
         self.grace = float(self.settings["graceSeconds"])
         parent = self.settings.get("cgroupParent")
         self.cgroup_parent = Path(parent) if parent else None
@@ -271,10 +275,17 @@ class JobDriver:
                 self._clear_state([index])
                 bisect.insort(self.pending, index)
 
+    def _rate_of(self, lease: runs.Lease | None) -> float:
+        """One run's USD per second: its GPUs cost what the slots it was placed on cost,
+        so a request that names no type pays for the type it got."""
+        if lease is None or self.rates is None:
+            return self.rate
+        return run_rate(self.spec, self.rates, [slot.type for slot in lease.slots])
+
     def accrue(self, now: float) -> None:
         dt, self.last_accrual = max(0.0, now - self.last_accrual), now
         if self.active and dt:
-            self.st["cost"] += dt * self.rate * len(self.active)
+            self.st["cost"] += dt * sum(run.rate for run in self.active.values())
             self.st["costUSD"] = jobstate.format_usd(round(self.st["cost"], 6))
 
     def enforce(self, now: float) -> None:
@@ -512,7 +523,7 @@ class JobDriver:
                                lease.visible_devices if lease else "", gpu_indexes=real_gpus,
                                pass_env=tuple(self.settings["passEnv"]))
         run = runs.start(
-            started, index=index, attempt=attempt, rate=self.rate,
+            started, index=index, attempt=attempt, rate=self._rate_of(lease),
             log_path=self.run.log_for(index, attempt),
             units_path=self.run.units_for(index, attempt),
             status_path=self.run.sandbox_status_for(index, attempt), user=self.sandbox.user,

@@ -15,6 +15,7 @@ it did not see.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import signal
@@ -203,6 +204,7 @@ class LocalProvider(Estimates, HasLogs, HasOutputs, HasEvents, Suspends, Expires
                     "manifest": workload.manifest,
                     "createdAt": now,
                     "ratePerSecond": run_rate(spec, self.config.rates),
+                    "rates": dataclasses.asdict(self.config.rates),
                 },
             )
             write_json(tmp.settings, self.settings())

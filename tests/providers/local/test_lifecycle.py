@@ -10,6 +10,7 @@ from nodus_gitops.floor.errors import PermanentError
 from nodus_gitops.floor.phases import FIXES
 from nodus_gitops.providers.jsonfiles import read_json
 from nodus_gitops.providers.local import RateCard, estimate
+from nodus_gitops.providers.local.config import GpuSlot
 from nodus_gitops.providers.local.procs import is_same_process
 
 from tests.providers.local.conftest import INSTANCE, PROJECT, manifest
@@ -147,6 +148,20 @@ def test_max_cost_suspends_and_raising_the_cap_resumes(local_factory):
     done = local.wait(k)
     assert done.phase == "Succeeded" and local.log(k) == f"start {saved}"
     assert Decimal(done.cost_usd) > Decimal(capped.cost_usd)
+
+
+def test_a_job_naming_no_gpu_type_is_charged_the_rate_of_the_slot_it_got(local_factory):
+    """resources.gpu.minMemory leaves the type to placement: the H100 the run held is
+    what it costs, not the rate card's price for a type it does not list."""
+    rates = RateCard(cpu_core_hour=0.0, memory_gib_hour=0.0, gpu_hour={"H100": 3600.0},
+                     default_gpu_hour=0.0)  # an H100 costs $1/s, any other GPU nothing
+    local = local_factory(gpu_slots=[GpuSlot("H100", "80Gi")], rates=rates)
+    k = local.create("roomy", "import time; time.sleep(1)",
+                     resources={"gpu": {"minMemory": "40Gi"}})
+    done = local.wait(k)
+    assert done.phase == "Succeeded", done
+    assert done.status["gpus"][0]["type"] == "H100"
+    assert Decimal(done.cost_usd) >= Decimal("0.9")  # held it for a second at least
 
 
 def test_delete_cancels_and_removes_everything(local):
