@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from nodus_gitops import __version__, commands
+from nodus_gitops import __version__
 from nodus_gitops.floor.errors import NodusGitopsError
 from nodus_gitops.floor.quantities import DurationError, duration
 
@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="*", default=["."], metavar="PATH",
                    help="files or directories (default: .)")
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
-    p.set_defaults(func=commands.cmd_validate)
+    p.set_defaults(func="cmd_validate")
 
     p = sub.add_parser("plan", help="show what a commit would change (exit 0 none, 2 "
                        "changes, 1 problems)")
@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     _state_options(p)
     p.add_argument("--ref", help="branch, tag, SHA or ref to plan (default: the branch tip)")
     p.add_argument("-o", "--output", choices=["text", "json"], default="text")
-    p.set_defaults(func=commands.cmd_plan)
+    p.set_defaults(func="cmd_plan")
 
     p = sub.add_parser("reconcile", help="fetch, validate, plan and apply")
     _repo_options(p)
@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "until every resource has finished")
     p.add_argument("--timeout", type=_duration, help="how long to wait without --once (90, "
                    "90s, 2m)")
-    p.set_defaults(func=commands.cmd_reconcile)
+    p.set_defaults(func="cmd_reconcile")
 
     p = sub.add_parser("serve", help="run the reconciler and its dashboard")
     _repo_options(p)
@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interval", help="poll interval (default 30s, at least 1s)")
     p.add_argument("--listen", help="address of the dashboard and API (default "
                    "127.0.0.1:8080, env NODUS_GITOPS_LISTEN)")
-    p.set_defaults(func=commands.cmd_serve)
+    p.set_defaults(func="cmd_serve")
 
     p = sub.add_parser("get", help="list managed resources")
     p.add_argument("target", nargs="?", metavar="KIND[/NAME]")
@@ -96,29 +96,29 @@ def build_parser() -> argparse.ArgumentParser:
                    "KEY!=VALUE or KEY, comma-separated (-l nodus.dev/pipeline=train-eval "
                    "lists a Pipeline's stage Jobs)")
     _state_options(p)
-    p.set_defaults(func=commands.cmd_get, repo=None)
+    p.set_defaults(func="cmd_get", repo=None)
 
     p = sub.add_parser("describe", help="one resource with its status and events")
     p.add_argument("target", metavar="KIND/NAME")
     _state_options(p)
-    p.set_defaults(func=commands.cmd_describe, repo=None)
+    p.set_defaults(func="cmd_describe", repo=None)
 
     p = sub.add_parser("logs", help="a local Job's output")
     p.add_argument("target", metavar="job/NAME")
     p.add_argument("--index", type=int)
     p.add_argument("-f", "--follow", action="store_true")
     _state_options(p)
-    p.set_defaults(func=commands.cmd_logs, repo=None)
+    p.set_defaults(func="cmd_logs", repo=None)
 
     p = sub.add_parser("cp", help="copy a local Job's output and verify its SHA-256")
     p.add_argument("source", metavar="job/NAME:outputs/OUTPUT")
     p.add_argument("dest")
     _state_options(p)
-    p.set_defaults(func=commands.cmd_cp, repo=None)
+    p.set_defaults(func="cmd_cp", repo=None)
 
     p = sub.add_parser("crds", help="print CustomResourceDefinitions for Job, Pipeline and "
                        "Sweep, generated from the schemas (pipe to kubectl apply -f -)")
-    p.set_defaults(func=commands.cmd_crds)
+    p.set_defaults(func="cmd_crds")
     return parser
 
 
@@ -126,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         try:
-            code = args.func(args)
+            code = _command(args.func)(args)
         except NodusGitopsError as e:
             print(f"nodus-gitops {args.command}: {e}", file=sys.stderr)
             code = EXIT_PROBLEMS
@@ -136,6 +136,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _reader_gone()
     except KeyboardInterrupt:
         return 130
+
+
+def _command(name: str) -> Callable[[argparse.Namespace], int]:
+    """The command function `name` of `commands`, imported only now: `--help` and a
+    usage error never load what the commands use (the store, Git, the backends)."""
+    from nodus_gitops import commands
+
+    return getattr(commands, name)
 
 
 def _reader_gone() -> int:

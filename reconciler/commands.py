@@ -10,33 +10,32 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nodus_gitops.config import Settings, binding_from_flags, load_settings
-from nodus_gitops.desired import DesiredTree
 from nodus_gitops.floor.errors import ConfigError
 from nodus_gitops.floor.identity import KINDS, ResourceKey
 from nodus_gitops.floor.phases import is_terminal
 from nodus_gitops.floor.problems import Problem
-from nodus_gitops.floor.results import RUNS
-from nodus_gitops.job_views import Backends, JobNotFound, find_job, job_backend, owner_of
-from nodus_gitops.leases import LeaseKeeper, replica_name
+from nodus_gitops.floor.results import RUNS, ActionType
 from nodus_gitops.logging_setup import setup_logging
 from nodus_gitops.manifests import iter_manifest_files, outside_link
 from nodus_gitops.output import describe, dump, plan_text, resource_object, resources_table
-from nodus_gitops.plan import ActionType, plan
 from nodus_gitops.state.records import InventoryRecord
-from nodus_gitops.state.store import Store
-from nodus_gitops.sync import InventoryView, plan_options
 from nodus_gitops.validation import resource_summary, validate_files
-from nodus_gitops.wiring import build_service, git_source
 from nodus_gitops.workloads.children import PARENTS, ChildJob, children_of
+
+if TYPE_CHECKING:  # the commands import what they use when they run: see cli._command
+    from nodus_gitops.config import Settings
+    from nodus_gitops.desired import DesiredTree
+    from nodus_gitops.state.store import Store
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 EXIT_CHANGES = 2  # `plan`: changes pending
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
+    from nodus_gitops.config import binding_from_flags, load_settings
+
     bindings = ()
     if getattr(args, "repo", None):
         bindings = (binding_from_flags(args.repo, args.branch, args.path, args.project,
@@ -50,6 +49,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def open_store(settings: Settings) -> Store:
+    from nodus_gitops.state.store import Store
+
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     return Store.open(settings.state_url, settings.state_dir)
 
@@ -96,6 +97,11 @@ def _single_binding(settings: Settings, args: argparse.Namespace):
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from nodus_gitops.desired import DesiredTree
+    from nodus_gitops.plan import plan
+    from nodus_gitops.sync import InventoryView, plan_options
+    from nodus_gitops.wiring import git_source
+
     settings = settings_from(args)
     binding = _single_binding(settings, args)
     store = open_store(settings)
@@ -173,10 +179,14 @@ def _dry_runs(provider, settings: Settings, binding, the_plan, tree: DesiredTree
 
 
 def _service(settings: Settings, store: Store):
+    from nodus_gitops.wiring import build_service
+
     return build_service(settings, store)
 
 
 def cmd_reconcile(args: argparse.Namespace) -> int:
+    from nodus_gitops.leases import LeaseKeeper, replica_name
+
     settings = settings_from(args)
     if not settings.bindings:
         raise ConfigError("no repository: pass --repo URL|PATH (or --config FILE)")
@@ -331,6 +341,8 @@ def _labels(r: InventoryRecord) -> dict[str, str]:
 
 
 def cmd_get(args: argparse.Namespace) -> int:
+    from nodus_gitops.job_views import Backends, find_job
+
     settings = settings_from(args)
     store = open_store(settings)
     kind, _, name = (args.target or "").partition("/")
@@ -363,6 +375,8 @@ def cmd_get(args: argparse.Namespace) -> int:
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
+    from nodus_gitops.job_views import Backends, find_job
+
     settings = settings_from(args)
     store = open_store(settings)
     kind, _, name = args.target.partition("/")
@@ -391,6 +405,8 @@ def job_owner(store: Store, target: str) -> tuple[ResourceKey, InventoryRecord |
     store does not know (created on the backend by something else, or with the state
     lost) is asked of the backend that would run it, in the store's first project; the
     backend then says whether it has it."""
+    from nodus_gitops.job_views import JobNotFound, find_job, owner_of
+
     name = _job_name(target)
     try:
         record, child = find_job(store, name)
@@ -411,6 +427,8 @@ def _job_backend_with(args: argparse.Namespace, target: str, capability: type,
                       lacking: str) -> Iterator[tuple[ResourceKey, Any]]:
     """The key of the Job `target` and its backend, which has `capability`; closed after.
     Where it lacks it, says so (`lacking` completes "runs on the X backend, whose ...")."""
+    from nodus_gitops.job_views import job_backend
+
     settings = settings_from(args)
     key, owner = job_owner(open_store(settings), target)
     backend = job_backend(settings, owner)

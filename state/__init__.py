@@ -1,4 +1,12 @@
-"""The state store: inventory, journal, syncs, events (SQLite or PostgreSQL)."""
+"""The state store: inventory, journal, syncs, events (SQLite or PostgreSQL).
+
+The records (plain values) import nothing heavy; `Store` and `utc_now` load SQLAlchemy
+and SQLModel, so they are imported on first use: a command that only reads records or
+prints help never pays for them."""
+
+from __future__ import annotations
+
+import importlib
 
 from nodus_gitops.state.records import (
     BindingRecord,
@@ -8,7 +16,8 @@ from nodus_gitops.state.records import (
     InventoryRecord,
     SyncRecord,
 )
-from nodus_gitops.state.store import Store, utc_now
+
+_LAZY = {"Store": "nodus_gitops.state.store", "utc_now": "nodus_gitops.state.store"}
 
 __all__ = [
     "BindingRecord",
@@ -20,3 +29,9 @@ __all__ = [
     "SyncRecord",
     "utc_now",
 ]
+
+
+def __getattr__(name: str) -> object:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_LAZY[name]), name)
