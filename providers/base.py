@@ -8,9 +8,9 @@ Deleting something that is already gone is not an error.
 
 `Provider` is what every backend has. What only some have is a small protocol of its
 own (`Estimates`, `DryRuns`, `HasLogs`, `HasOutputs`, `HasEvents`, `Suspends`,
-`ExpiresFinished`, listed in `CAPABILITIES`): a backend class names the ones it
-implements among its bases, and callers ask `isinstance(provider, HasLogs)`, never
-`getattr`/`hasattr`. A wrapper (the metrics wrapper, the workload controllers) derives
+`ExpiresFinished`, `HoldsBudgets`, listed in `CAPABILITIES`): a backend class names
+the ones it implements among its bases, and callers ask `isinstance(provider, HasLogs)`,
+never `getattr`/`hasattr`. A wrapper (the metrics wrapper, the workload controllers) derives
 from `Wrapper`, whose instances have exactly the capabilities of what they wrap.
 """
 
@@ -176,8 +176,20 @@ class ExpiresFinished(Protocol):
         ...
 
 
+@runtime_checkable
+class HoldsBudgets(Protocol):
+    """A backend that holds a project to its budget: told on every status tick whether
+    the project spent its budget, it suspends the project's running Jobs (saving their
+    state, reason BudgetExceeded) and starts none of them while the hold lasts, and
+    resumes them once it is lifted."""
+
+    def hold_budget(self, project: str, exceeded: bool, message: str) -> None:
+        """Hold (`exceeded`) or release `project`; `message` says why, for its Jobs."""
+        ...
+
+
 CAPABILITIES: tuple[type, ...] = (Estimates, DryRuns, HasLogs, HasOutputs, HasEvents,
-                                  Suspends, ExpiresFinished)
+                                  Suspends, ExpiresFinished, HoldsBudgets)
 
 
 def capabilities_of(provider: object) -> frozenset[type]:
@@ -257,10 +269,16 @@ class _ForwardExpiry(ExpiresFinished):
         return self._forward("expire", self.inner.expire_finished)  # type: ignore
 
 
+class _ForwardBudgets(HoldsBudgets):
+    def hold_budget(self, project: str, exceeded: bool, message: str) -> None:
+        return self._forward("hold_budget", self.inner.hold_budget,  # type: ignore
+                             project, exceeded, message)
+
+
 _FORWARDERS: dict[type, type] = {
     Estimates: _ForwardEstimates, DryRuns: _ForwardDryRuns, HasLogs: _ForwardLogs,
     HasOutputs: _ForwardOutputs, HasEvents: _ForwardEvents, Suspends: _ForwardSuspends,
-    ExpiresFinished: _ForwardExpiry,
+    ExpiresFinished: _ForwardExpiry, HoldsBudgets: _ForwardBudgets,
 }
 
 

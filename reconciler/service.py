@@ -17,8 +17,9 @@ from nodus_gitops.config import Binding, Settings
 from nodus_gitops.floor.results import RUNS
 from nodus_gitops.leases import DEFAULT_TTL, LeaseKeeper
 from nodus_gitops.metered import MeteredProvider
-from nodus_gitops.providers.base import Provider
+from nodus_gitops.providers.base import HoldsBudgets, Provider
 from nodus_gitops.repos import match_bindings
+from nodus_gitops.spending import PeriodSpend
 from nodus_gitops.state.store import Store
 from nodus_gitops.sync import BindingSync, SyncReport
 from nodus_gitops.workloads.expiry import ExpiresFinished
@@ -51,6 +52,8 @@ class Service:
     follow_up: bool = True  # refresh soon after a sync that changed something
     triggered: set[str] = field(default_factory=set)  # bindings with a trigger waiting
     trigger_lock: threading.Lock = field(default_factory=threading.Lock)
+    spending: PeriodSpend = field(default_factory=PeriodSpend)  # for the budget holds
+    clock: Callable[[], datetime] | None = None  # the time budget periods are read at
 
     def __post_init__(self) -> None:
         providers: dict[str, Provider] = {}
@@ -109,6 +112,7 @@ class Service:
         for binding_id in self.syncs:
             self.refresh_binding(binding_id)
         self.expire_finished()
+        self.hold_budgets()
 
     def expire_finished(self) -> None:
         """ttlSecondsAfterFinished with nobody looking: each backend this replica drives
@@ -121,6 +125,33 @@ class Service:
                     provider.expire_finished()
                 except Exception:  # a bug must not stop the next refresh
                     log.exception("TTL sweep crashed")
+
+    def hold_budgets(self) -> None:
+        """Tell each backend that holds budgets, for each project of the bindings this
+        replica holds, whether the project spent its budget (`budgets:` in the config)
+        in the current period: its Jobs suspend at the budget and resume when it is
+        raised or the period rolls over. A project without a budget is told it is not
+        held, so removing a budget lifts its hold too."""
+        now = (self.clock or _now)()
+        projects: dict[int, tuple[Provider, set[str]]] = {}
+        for binding_id, sync in self.syncs.items():
+            if self.leases is None or self.leases.holds(binding_id):
+                provider = sync.applier.provider
+                projects.setdefault(id(provider), (provider, set()))[1].add(
+                    sync.binding.project)
+        for provider, names in projects.values():
+            if not isinstance(provider, HoldsBudgets):
+                continue
+            for project in sorted(names):
+                budget = self.settings.budgets.get(project)
+                try:
+                    left = None if budget is None else self.spending.read(self.store,
+                                                                          budget, now)
+                    exceeded = left is not None and left.exceeded
+                    provider.hold_budget(project, exceeded,
+                                         left.describe() if left and exceeded else "")
+                except Exception:  # one project's failure must not stop the others
+                    log.exception("budget hold failed", extra={"project": project})
 
     def reconcile_all(self, *, force: bool = False) -> list[SyncReport]:
         return [r for b in self.syncs if (r := self.reconcile(b, force=force)) is not None]

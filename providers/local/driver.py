@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from nodus_gitops.floor.phases import Phase, Reason, is_terminal
+from nodus_gitops.providers import budget_holds
 from nodus_gitops.providers.jsonfiles import read_json, write_json
 from nodus_gitops.providers.local import (
     diskuse,
@@ -84,6 +85,7 @@ class JobDriver:
         self.desired = self.spec.state
         self.timeout = self.spec.timeout
         self.max_cost = self.spec.max_cost
+        self.budget = budget_holds.Watch(run.path.parent)  # the project's budget hold
         self.control_sig: tuple | None = None
         self.last_accrual = now
         self.last_write = 0.0
@@ -190,6 +192,17 @@ class JobDriver:
 
     def capped(self) -> bool:
         return self.max_cost is not None and Decimal(str(self.st["cost"])) >= self.max_cost
+
+    def budget_held(self) -> bool:
+        """The Job's project spent its budget (the reconciler placed a hold)."""
+        return self.budget.current().exceeded
+
+    def hold_for_budget(self, now: float) -> None:
+        """Save and suspend as at the cost cap, with reason BudgetExceeded; the runs are
+        stopped by status.stopByTime (the end of the grace period), saved or not."""
+        self.begin_stop("suspend", now, Reason.BUDGET_EXCEEDED, self.budget.current().message)
+        assert self.stop is not None
+        self.st["stopByTime"] = self.stop["deadline"]
 
     # -- one pass ------------------------------------------------------------------
     def tick(self, now: float) -> None:
@@ -302,7 +315,7 @@ class JobDriver:
                 self.begin_stop("cancel", now, message="cancelled: spec.state is Cancelled")
             return
         if self.phase == Phase.SUSPENDED:
-            if self.desired != Phase.SUSPENDED and not self.capped():
+            if self.desired != Phase.SUSPENDED and not self.capped() and not self.budget_held():
                 self.resume(now)
             return
         deadline = jobstate.timeout_time(st, self.timeout, now)
@@ -332,6 +345,8 @@ class JobDriver:
         if self.capped() and (self.active or self.pending):
             self.begin_stop("suspend", now, Reason.MAX_COST_REACHED,
                             f"costUSD {st['costUSD']} reached maxCostUSD {self.max_cost}")
+        elif self.budget_held() and (self.active or self.pending):
+            self.hold_for_budget(now)
         elif self.desired == Phase.SUSPENDED and suspension.allowed(self.st, self.settings, now):
             self.begin_stop("suspend", now, message="suspended: spec.state is Suspended")
 
@@ -352,13 +367,15 @@ class JobDriver:
 
     def resume(self, now: float) -> None:
         suspension.resume(self.st, now)
+        self.st["stopByTime"] = None
         if self.spec.recovery.continuity in ("Restartable", "Ephemeral"):
             self._clear_state(self.pending)
         self.event("Resumed", f"resuming indexes {compact_indexes(self.pending)}")
         self.dirty = True
 
     def schedule(self, now: float) -> None:
-        if self.stop or self.phase in (Phase.SUSPENDED, Phase.SUSPENDING) or self.capped():
+        if self.stop or self.phase in (Phase.SUSPENDED, Phase.SUSPENDING) or self.capped() \
+                or self.budget_held():
             return
         while self.pending and len(self.active) < self.spec.parallelism:
             if not self._disk_allows(now):

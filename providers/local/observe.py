@@ -58,6 +58,8 @@ def public_status(st: dict[str, Any], now: float) -> dict[str, Any]:
     ]
     if st.get("nextSuspendTry") is not None:
         out["nextSuspendTime"] = rfc3339(st["nextSuspendTry"])
+    if st.get("stopByTime") is not None:  # a stop for the budget: stopped by then
+        out["stopByTime"] = rfc3339(st["stopByTime"])
     return out
 
 

@@ -34,12 +34,14 @@ from nodus_gitops.floor.identity import (
     ResourceKey,
 )
 from nodus_gitops.floor.phases import Phase, is_terminal
+from nodus_gitops.providers import budget_holds
 from nodus_gitops.providers.base import (
     Estimates,
     ExpiresFinished,
     HasEvents,
     HasLogs,
     HasOutputs,
+    HoldsBudgets,
     LogInfo,
     Observed,
     Suspends,
@@ -61,7 +63,7 @@ from nodus_gitops.providers.local.cost import estimate, run_rate
 from nodus_gitops.providers.local.logs import iter_logs, log_info
 from nodus_gitops.providers.local.observe import to_observed
 from nodus_gitops.providers.local.outputs import copy_output, output_path
-from nodus_gitops.providers.local.rundir import RunDir
+from nodus_gitops.providers.local.rundir import RunDir, check_name
 from nodus_gitops.providers.local.sandbox import Sandbox
 from nodus_gitops.providers.local.spec import JobSpec, parse_workload
 
@@ -93,7 +95,8 @@ def _retire_all(spares: list[subprocess.Popen]) -> None:
             pass
 
 
-class LocalProvider(Estimates, HasLogs, HasOutputs, HasEvents, Suspends, ExpiresFinished):
+class LocalProvider(Estimates, HasLogs, HasOutputs, HasEvents, Suspends, ExpiresFinished,
+                    HoldsBudgets):
     """Runs Jobs as processes on this machine, one detached supervisor per Job."""
 
     name = "local"
@@ -394,6 +397,20 @@ class LocalProvider(Estimates, HasLogs, HasOutputs, HasEvents, Suspends, Expires
 
     def can_suspend(self) -> bool:
         return True  # the supervisor stops and resumes the Job's processes
+
+    def hold_budget(self, project: str, exceeded: bool, message: str) -> None:
+        """Record the project's hold where its Jobs' supervisors read it on every tick
+        (they suspend with BudgetExceeded and start nothing while it lasts), and wake
+        them when it changed, so that they act on it now."""
+        try:
+            project_dir = self.root / check_name(project, "project")
+        except ValueError as exc:
+            raise PermanentError(str(exc)) from None
+        if not budget_holds.write(project_dir, exceeded, message):
+            return
+        for entry in sorted(project_dir.iterdir()):
+            if not entry.name.startswith("."):
+                launcher.signal_supervisor(RunDir(entry), signal.SIGUSR1)
 
     # -- status, recovery and expiry -----------------------------------------------
     def _observe(self, run: RunDir, key: ResourceKey, st: dict[str, Any] | None = None) -> Observed:

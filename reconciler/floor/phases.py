@@ -68,6 +68,8 @@ FIXES: dict[str, str] = {
     Reason.STORAGE_UNAVAILABLE: "run the Job again later",
     Reason.RECOVERY_LIMIT_EXCEEDED: "raise spec.recovery.maxAttempts or use steadier capacity",
     Reason.MAX_COST_REACHED: "raise spec.maxCostUSD to continue",
+    Reason.BUDGET_EXCEEDED: "raise the project's budgets.<project>.limitUSD in the config, or "
+    "wait for its next period: the Job resumes on its own",
     Reason.STAGE_FAILED: "read the failed stages' reasons with describe job/<pipeline>-<stage>",
     Reason.CELLS_FAILED: "read the failed cells' reasons with describe job/<sweep>-<index>",
     Reason.OUTPUT_LIMIT_EXCEEDED: "write less under /nodus (outputs, state, work), or raise "

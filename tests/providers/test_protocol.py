@@ -23,6 +23,7 @@ from nodus_gitops.providers.base import (
     HasEvents,
     HasLogs,
     HasOutputs,
+    HoldsBudgets,
     Provider,
     Suspends,
     capabilities_of,
@@ -33,8 +34,9 @@ from nodus_gitops.providers.slurm import SlurmConfig, SlurmProvider
 from nodus_gitops.workloads import CompositeProvider
 
 DECLARED = {
-    LocalProvider: {Estimates, HasLogs, HasOutputs, HasEvents, Suspends, ExpiresFinished},
-    SlurmProvider: {Estimates, HasLogs, HasOutputs, Suspends, ExpiresFinished},
+    LocalProvider: {Estimates, HasLogs, HasOutputs, HasEvents, Suspends, ExpiresFinished,
+                    HoldsBudgets},
+    SlurmProvider: {Estimates, HasLogs, HasOutputs, Suspends, ExpiresFinished, HoldsBudgets},
     NodusProvider: {Estimates, DryRuns, Suspends},
     FakeProvider: set(),
 }
