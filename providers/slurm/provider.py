@@ -30,11 +30,13 @@ from nodus_gitops.floor.identity import (
     ResourceKey,
 )
 from nodus_gitops.floor.phases import Phase, Reason
+from nodus_gitops.providers import budget_holds
 from nodus_gitops.providers.base import (
     Estimates,
     ExpiresFinished,
     HasLogs,
     HasOutputs,
+    HoldsBudgets,
     LogInfo,
     Observed,
     Suspends,
@@ -42,6 +44,7 @@ from nodus_gitops.providers.base import (
 )
 from nodus_gitops.providers.jsonfiles import owned_records
 from nodus_gitops.providers.local.cost import estimate, run_rate
+from nodus_gitops.providers.local.observe import rfc3339
 from nodus_gitops.providers.local.outputs import OutputError, collect, copy_recorded
 from nodus_gitops.providers.local.spec import JobSpec, Output, parse_workload
 from nodus_gitops.providers.logfiles import attempts, read_log
@@ -60,7 +63,7 @@ SHIM_SOURCE = Path(__file__).resolve().parent.parent / "local" / "shim" / "nodus
 EXPIRY = "expiry.json"
 
 
-class SlurmProvider(Estimates, HasLogs, HasOutputs, Suspends, ExpiresFinished):
+class SlurmProvider(Estimates, HasLogs, HasOutputs, Suspends, ExpiresFinished, HoldsBudgets):
     """Runs Jobs on a Slurm cluster through slurmrestd (v0.0.36 to v0.0.38)."""
 
     name = "slurm"
@@ -81,6 +84,14 @@ class SlurmProvider(Estimates, HasLogs, HasOutputs, Suspends, ExpiresFinished):
 
     def close(self) -> None:
         self.client.close()
+
+    def hold_budget(self, project: str, exceeded: bool, message: str) -> None:
+        """Record the project's hold beside its Jobs' directories; each get() of one of
+        its Jobs then suspends its runs and holds its pending ones (as spec.state:
+        Suspended does, reason BudgetExceeded) until the hold is lifted."""
+        some_job = ResourceKey("Job", project, "budget")  # checks the project's name
+        project_dir = JobDir.for_key(self.root, some_job).path.parent
+        budget_holds.write(project_dir, exceeded, message)
 
     # -- helpers -------------------------------------------------------------------
     def _dir(self, key: ResourceKey) -> JobDir:
@@ -341,9 +352,11 @@ class SlurmProvider(Estimates, HasLogs, HasOutputs, Suspends, ExpiresFinished):
         active = None if start is None else now - start - observe.suspended_seconds(doc, now)
         spent = observe.cost(doc, all_runs)
         capped = spec.max_cost is not None and Decimal(str(round(spent, 6))) >= spec.max_cost
+        held = budget_holds.read(jd.path.parent)
         d = decide(spec, all_runs, desired=doc["state"], now=now, active_seconds=active,
-                   capped=capped and self.scontrol.available,
+                   capped=(capped or held.exceeded) and self.scontrol.available,
                    cancel_requested=bool(doc.get("cancelled")))
+        self._for_budget(doc, d, held, capped, now)
         self._act(key, jd, doc, d, spec, now)
         self._track_suspension(doc, d.phase, now)
         if d.terminal:
@@ -357,6 +370,8 @@ class SlurmProvider(Estimates, HasLogs, HasOutputs, Suspends, ExpiresFinished):
             self._finish(doc, phase, reason, message, max(ends) if ends else now)
         st = observe.status(doc, all_runs, d.completed, d.failures, d.recoveries,
                             jd.unit_count(), now)
+        if doc.get("budgetStopTime") and not d.terminal:
+            st["stopByTime"] = rfc3339(doc["budgetStopTime"])
         if doc.get("result"):
             doc["result"]["status"] = st
         if repr(doc) != before:
@@ -391,6 +406,18 @@ class SlurmProvider(Estimates, HasLogs, HasOutputs, Suspends, ExpiresFinished):
                     jd.clear_state(index)
             doc["intent"] = {"attempt": len(doc["submissions"]), "indexes": d.resubmit}
             self._submit_intent(key, jd, doc)
+
+    @staticmethod
+    def _for_budget(doc: dict[str, Any], d: Decision, held: budget_holds.Hold, capped: bool,
+                    now: float) -> None:
+        """A stop for the project's budget (not for the Job's own cap) says so. scontrol
+        suspend stops the runs at once, so they are stopped by the time the hold was
+        first acted on (status.stopByTime)."""
+        if held.exceeded and not capped and d.reason == Reason.MAX_COST_REACHED:
+            d.reason, d.message = Reason.BUDGET_EXCEEDED, held.message
+            doc["budgetStopTime"] = doc.get("budgetStopTime") or now
+        elif not held.exceeded:
+            doc.pop("budgetStopTime", None)
 
     @staticmethod
     def _track_suspension(doc: dict[str, Any], phase: str, now: float) -> None:
