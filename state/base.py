@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import UTC, datetime
 from typing import Any
 
@@ -34,6 +34,12 @@ class StoreBase:
         self._clock = clock
         self._pg = engine.dialect.name == "postgresql"
         self._batch = threading.local()
+        # SQLite has one writer at a time, and its busy handler polls: with many threads
+        # of this process queued on it, one could wait past the busy timeout and fail.
+        # They queue on this lock instead (as long as it takes); the busy timeout is left
+        # for other processes' writers. PostgreSQL's writers need no queue.
+        self._writers: AbstractContextManager[Any] = (
+            nullcontext() if self._pg else threading.RLock())
         self.label = label
 
     @contextmanager
@@ -42,7 +48,7 @@ class StoreBase:
         if batch is not None:  # inside `batch()`: one transaction for all of it
             yield batch
             return
-        with self._writer.begin() as conn:
+        with self._writers, self._writer.begin() as conn:
             yield conn
 
     @contextmanager
@@ -52,7 +58,7 @@ class StoreBase:
         if getattr(self._batch, "conn", None) is not None:
             yield
             return
-        with self._writer.begin() as conn:
+        with self._writers, self._writer.begin() as conn:
             self._batch.conn = conn
             try:
                 yield
