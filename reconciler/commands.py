@@ -48,11 +48,29 @@ def settings_from(args: argparse.Namespace) -> Settings:
     return settings
 
 
-def open_store(settings: Settings) -> Store:
+def open_store(settings: Settings, *, create: bool = True) -> Store:
+    """The state store. A command that only reads (`create=False`) never makes one: where
+    there is none it says where it looked and how to point it elsewhere."""
+    from nodus_gitops.state.engine import STATE_FILE
     from nodus_gitops.state.store import Store
 
+    if not create and existing_store(settings) is None:
+        raise ConfigError(
+            f"no state database at {settings.state_dir / STATE_FILE}: the state directory is "
+            "--state-dir, else NODUS_GITOPS_HOME, else the config's stateDir, else "
+            "./.nodus-gitops; run `nodus-gitops reconcile` or `serve` with it first, or "
+            "point --state-dir (or --state URL) at an existing one")
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     return Store.open(settings.state_url, settings.state_dir)
+
+
+def existing_store(settings: Settings) -> Store | None:
+    """The state store if there is one (a state URL always names one), else None."""
+    from nodus_gitops.state.engine import STATE_FILE
+
+    if settings.state_url is None and not (settings.state_dir / STATE_FILE).is_file():
+        return None
+    return open_store(settings)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -104,7 +122,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
     settings = settings_from(args)
     binding = _single_binding(settings, args)
-    store = open_store(settings)
+    store = existing_store(settings)  # none yet: everything is still to create
     source = git_source(settings, binding)
     tip = source.fetch()
     commit = source.resolve(args.ref) if args.ref else tip
@@ -112,7 +130,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     problems = tree.problems
     # Pure: the same function the sync applies, against what the store recorded; nothing
     # is built to apply it and nothing is written.
-    inventory, observed = InventoryView(store, binding.id).state()
+    inventory, observed = InventoryView(store, binding.id).state() if store else ([], {})
     the_plan = plan(tree.desired(), inventory, observed, plan_options(binding))
     server = server_dry_run(settings, binding, the_plan, tree, commit) if not problems else {}
     problems += [p for result in server.values() for p in result["problems"]]
@@ -344,7 +362,7 @@ def cmd_get(args: argparse.Namespace) -> int:
     from nodus_gitops.job_views import Backends, find_job
 
     settings = settings_from(args)
-    store = open_store(settings)
+    store = open_store(settings, create=False)
     kind, _, name = (args.target or "").partition("/")
     selected = label_selector(args.selector)
     while True:
@@ -378,7 +396,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
     from nodus_gitops.job_views import Backends, find_job
 
     settings = settings_from(args)
-    store = open_store(settings)
+    store = open_store(settings, create=False)
     kind, _, name = args.target.partition("/")
     records = [r for r in _select(store, args.target) if r.key.name == name]
     child = None
@@ -400,18 +418,22 @@ def cmd_describe(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def job_owner(store: Store, target: str) -> tuple[ResourceKey, InventoryRecord | None]:
+def job_owner(store: Store | None, target: str
+              ) -> tuple[ResourceKey, InventoryRecord | None]:
     """The key of the Job `target` names, and the record whose backend runs it. A Job the
     store does not know (created on the backend by something else, or with the state
-    lost) is asked of the backend that would run it, in the store's first project; the
-    backend then says whether it has it."""
+    lost or never made) is asked of the backend that would run it, in the store's first
+    project; the backend then says whether it has it."""
     from nodus_gitops.job_views import JobNotFound, find_job, owner_of
 
     name = _job_name(target)
     try:
+        if store is None:
+            raise JobNotFound(f"job/{name} not found")
         record, child = find_job(store, name)
     except JobNotFound:
-        projects = sorted({r.key.project for r in store.list_inventory()}) or ["default"]
+        records = store.list_inventory() if store is not None else []
+        projects = sorted({r.key.project for r in records}) or ["default"]
         return ResourceKey("Job", projects[0], name), None
     job = child or record
     assert job is not None
@@ -430,7 +452,7 @@ def _job_backend_with(args: argparse.Namespace, target: str, capability: type,
     from nodus_gitops.job_views import job_backend
 
     settings = settings_from(args)
-    key, owner = job_owner(open_store(settings), target)
+    key, owner = job_owner(existing_store(settings), target)  # the backend has the logs
     backend = job_backend(settings, owner)
     try:
         if not isinstance(backend, capability):

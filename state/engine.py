@@ -23,6 +23,7 @@ WRITE_OPTION = "nodus_write"
 BUSY_TIMEOUT_MS = 5000
 SQLITE_DRIVERS = frozenset({"sqlite", "sqlite+pysqlite"})
 POSTGRES_DRIVERS = frozenset({"postgres", "postgresql", "postgresql+psycopg"})
+STATE_FILE = "state.db"  # the SQLite database in the state directory, without a state URL
 _EXAMPLES = "sqlite:////var/lib/nodus-gitops/state.db or postgresql://USER@HOST:5432/DB"
 
 
@@ -40,7 +41,7 @@ def resolve_url(url: str | None, state_dir: Path | None) -> URL:
             Path(state_dir).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"--state: cannot create state directory {state_dir}: {exc}") from exc
-        return URL.create("sqlite", database=str(Path(state_dir) / "state.db"))
+        return URL.create("sqlite", database=str(Path(state_dir) / STATE_FILE))
     try:
         parsed = make_url(url.strip())
     except ArgumentError as exc:

@@ -72,6 +72,7 @@ def test_plan_exit_codes_and_json(manifest_repo: ManifestRepo, tmp_path: Path) -
     manifest_repo.push()
     done = run_cli("plan", *common, "-o", "json")
     assert done.returncode == 2, done.stderr  # changes pending
+    assert not (state / "state.db").exists()  # planning made no store to plan against
     out = json.loads(done.stdout)
     assert out["commit"] == sha and out["problems"] == []
     assert out["actions"] == [{"action": "create", "kind": "Job", "name": "a",
@@ -116,6 +117,17 @@ def flag_binding_id(repo: ManifestRepo) -> str:
     from nodus_gitops.config import binding_from_flags
 
     return binding_from_flags(repo.push_url, "main", None, "p", None, None).id
+
+
+@pytest.mark.parametrize("command", [["get"], ["get", "jobs"], ["describe", "job/x"]])
+def test_a_read_without_state_says_where_it_looked_and_creates_nothing(
+        tmp_path: Path, command: list[str]) -> None:
+    for where in ([], ["--state-dir", str(tmp_path / "elsewhere")]):
+        done = run_cli(*command, *where, cwd=tmp_path)
+        assert done.returncode == 1, done
+        assert "no state database at" in done.stderr and "--state-dir" in done.stderr
+        assert "Traceback" not in done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
 def test_get_prints_the_seeds_job_columns(tmp_path: Path, capsys) -> None:
