@@ -365,6 +365,7 @@ def cmd_get(args: argparse.Namespace) -> int:
     store = open_store(settings, create=False)
     kind, _, name = (args.target or "").partition("/")
     selected = label_selector(args.selector)
+    shown: str | None = None
     while True:
         records, children = _listing(store, args.target)
         if name and not records and _kind(kind) == "Job":
@@ -380,16 +381,22 @@ def cmd_get(args: argparse.Namespace) -> int:
         if name and not records:
             print(f"nodus-gitops get: {args.target} not found", file=sys.stderr)
             return EXIT_PROBLEMS
-        if args.output in ("json", "yaml"):
-            print(dump([resource_object(r, children[r.key].parent_object() if r.key in children
-                                        else None) for r in records], args.output))
-        else:
-            print(resources_table(records, wide=args.output == "wide",
-                                  parents={k: c.parent.key for k, c in children.items()}))
+        objects = [resource_object(r, children[r.key].parent_object() if r.key in children
+                                   else None) for r in records]
+        seen = dump(objects, "json")
+        if seen != shown:  # --watch: shown again only when a resource changed, not its age
+            if shown is not None:
+                print()
+            if args.output in ("json", "yaml"):
+                print(dump(objects, args.output))
+            else:
+                print(resources_table(records, wide=args.output == "wide",
+                                      parents={k: c.parent.key for k, c in children.items()}))
+            sys.stdout.flush()
+            shown = seen
         if not args.watch:
             return EXIT_OK
         time.sleep(2)
-        print()
 
 
 def cmd_describe(args: argparse.Namespace) -> int:

@@ -154,6 +154,35 @@ def test_get_prints_the_seeds_job_columns(tmp_path: Path, capsys) -> None:
     assert row[6:9] == ["local-l4", "$0.80/h", "0/1"]
 
 
+def test_get_watch_shows_the_table_again_only_when_a_resource_changed(tmp_path: Path) -> None:
+    import time
+
+    from nodus_gitops.floor.identity import ResourceKey
+    from nodus_gitops.state.records import InventoryRecord
+
+    state = tmp_path / "state"
+    store = Store.open(None, state)
+    store.upsert_binding("b", "https://github.com/acme/ml.git", "main", "", "p")
+
+    def record(phase: str) -> None:
+        store.upsert_resource(InventoryRecord(
+            ResourceKey("Job", "p", "hello"), "b", {"kind": "Job", "spec": {}}, "h",
+            phase=phase, source_file="hello.yaml"))
+
+    record("Running")
+    watch = subprocess.Popen([sys.executable, "-m", "nodus_gitops.cli", "get", "jobs", "--watch",
+                              "--state-dir", str(state)], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(7)  # three refreshes with nothing changed but the age
+        record("Succeeded")
+        time.sleep(5)
+    finally:
+        watch.terminate()
+        out = watch.communicate(timeout=30)[0]
+    tables = [block for block in out.strip().split("\n\n") if block]
+    assert [block.splitlines()[1].split()[1] for block in tables] == ["Running", "Succeeded"], out
+
+
 def test_reconcile_with_a_config_reconciles_only_the_binding_named(
         manifest_repo: ManifestRepo, tmp_path: Path) -> None:
     manifest_repo.write("a/one.yaml", JOB.format(name="one", cap="0.25"))
