@@ -58,8 +58,9 @@ class LeaseKeeper:
         replicas = max(1, len(self.store.live_replicas(ttl)))
         share = math.ceil(len(self.bindings) / replicas)
         gained, lost = set(), set()
+        renewed = self._renew_held(ttl)
         for binding in list(self.held):
-            token = self.store.acquire_lease(binding, self.replica, ttl)
+            token = renewed.get(binding)
             if token is None or token != self.held[binding]:
                 lost.add(binding)  # it expired and another replica took it
                 self.held.pop(binding)
@@ -106,12 +107,23 @@ class LeaseKeeper:
 
     def renew(self) -> None:
         """Renew what is held, taking nothing new."""
-        ttl = timedelta(seconds=self.ttl)
+        renewed = self._renew_held(timedelta(seconds=self.ttl))
         for binding, token in list(self.held.items()):
-            if self.store.acquire_lease(binding, self.replica, ttl) == token:
+            if renewed.get(binding) == token:
                 self.renewed_at[binding] = self.clock()
             else:
                 self.held.pop(binding)
+
+    def _renew_held(self, ttl: timedelta) -> dict[str, int | None]:
+        """{binding: token} for every held binding: the unexpired ones renewed in one
+        write; each of the others taken again on its own (a new token if another replica
+        held it meanwhile, None while one does)."""
+        renewed: dict[str, int | None] = dict(
+            self.store.renew_leases(self.replica, sorted(self.held), ttl))
+        for binding in self.held:
+            if binding not in renewed:
+                renewed[binding] = self.store.acquire_lease(binding, self.replica, ttl)
+        return renewed
 
     def release(self, binding: str) -> None:
         self.store.release_lease(binding, self.replica)

@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 
 _L: Table = Lease.__table__  # type: ignore[attr-defined]
 _P: Table = Replica.__table__  # type: ignore[attr-defined]
+_RENEW_CHUNK = 500  # bindings a statement (SQLite bounds the parameters of one)
 
 
 class LeaseStore(StoreBase):
@@ -64,6 +65,23 @@ class LeaseStore(StoreBase):
                 return None
         except IntegrityError:  # another replica inserted it first
             return None
+
+    def renew_leases(self, holder: str, binding_ids: list[str],
+                     ttl: timedelta) -> dict[str, int]:
+        """Renew every lease of `binding_ids` that `holder` holds and that has not
+        expired, in one write; {binding: token} of those renewed (tokens unchanged). A
+        lease not renewed here is the caller's to take again (`acquire_lease`) or lost."""
+        now = self._now()
+        renewed: dict[str, int] = {}
+        with self._write() as conn:
+            for start in range(0, len(binding_ids), _RENEW_CHUNK):
+                chunk = binding_ids[start:start + _RENEW_CHUNK]
+                rows = conn.execute(
+                    update(_L).where(_L.c.binding_id.in_(chunk), _L.c.holder == holder,
+                                     _L.c.expires_at >= now)
+                    .values(expires_at=now + ttl).returning(_L.c.binding_id, _L.c.token))
+                renewed.update({row.binding_id: int(row.token) for row in rows})
+        return renewed
 
     def release_lease(self, binding_id: str, holder: str) -> None:
         with self._write() as conn:
