@@ -15,6 +15,7 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from nodus_gitops.config import Binding, Settings
 from nodus_gitops.floor.results import RUNS
+from nodus_gitops.follow_ups import FollowUps
 from nodus_gitops.leases import DEFAULT_TTL, LeaseKeeper
 from nodus_gitops.metered import MeteredProvider
 from nodus_gitops.providers.base import HoldsBudgets, Provider
@@ -29,6 +30,7 @@ log = logging.getLogger("nodus_gitops.service")
 # Pipelines and Sweeps move on quickly whatever the poll interval.
 STATUS_REFRESH_SECONDS = 2
 FOLLOW_UP_SECONDS = (0.1, 0.3, 0.6, 1.0)
+FOLLOW_UP_WAIT_SECONDS = 0.2
 TRIGGER_WAIT_SECONDS = 120
 
 
@@ -56,6 +58,10 @@ class Service:
     clock: Callable[[], datetime] | None = None  # the time budget periods are read at
 
     def __post_init__(self) -> None:
+        # One thread for every binding's follow-up reads; one waits only briefly for a
+        # binding's running sync (the status tick reads it anyway) to keep the rest on time.
+        self.follow_ups = FollowUps(lambda binding_id, keys: self.refresh_binding(
+            binding_id, keys, wait=FOLLOW_UP_WAIT_SECONDS))
         providers: dict[str, Provider] = {}
         if self.sync_factory is None or self.provider_factory is None:
             raise TypeError("a Service gets its syncs and backends from wiring.build_service")
@@ -88,16 +94,15 @@ class Service:
             # What was just started shows its first phases soon after, not at the next
             # status tick: look at those resources again a few times in the next second.
             keys = [a.key for a in report.plan.actions if a.action in RUNS]
-            for delay in FOLLOW_UP_SECONDS if keys else ():
-                timer = threading.Timer(delay, self.refresh_binding, args=[binding_id, keys])
-                timer.daemon = True
-                timer.start()
+            if keys:
+                self.follow_ups.add(binding_id, keys, FOLLOW_UP_SECONDS)
         return report
 
-    def refresh_binding(self, binding_id: str, keys: list | None = None) -> None:
+    def refresh_binding(self, binding_id: str, keys: list | None = None, *,
+                        wait: float = STATUS_REFRESH_SECONDS) -> None:
         if self.leases is not None and not self.leases.holds(binding_id):
             return
-        if self.locks[binding_id].acquire(timeout=STATUS_REFRESH_SECONDS):
+        if self.locks[binding_id].acquire(timeout=wait):
             try:
                 self.syncs[binding_id].refresh(keys)
             except Exception:

@@ -18,7 +18,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("engine", ("source", "manifests", "schema_check", "schema_refs", "crds", "validation",
                 "composite", "envvars", "desired", "options", "frozen", "plan",
                 "apply", "failpoints", "adoption", "leases", "sync", "outcomes", "repos",
-                "workloads", "metrics", "metered", "spending", "service", "config",
+                "workloads", "metrics", "metered", "spending", "follow_ups", "service", "config",
                 "hosts")),
     ("top", ("checks", "web", "sdk", "output", "logging_setup")),
     ("root", ("wiring", "backends")),

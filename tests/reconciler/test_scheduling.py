@@ -74,3 +74,31 @@ def test_polls_are_spread_over_the_interval() -> None:
     phases = service_module.poll_phases(["a", "b", "c", "d"], 20.0)
     assert sorted(phases.values()) == [5.0, 10.0, 15.0, 20.0]
     assert service_module.poll_phases(["only"], 30.0) == {"only": 30.0}  # one binding: as before
+
+
+def test_follow_up_reads_share_one_thread_and_still_come(tmp_path: Path) -> None:
+    # A sync that starts runs reads their status a few times in the next second. With
+    # many bindings syncing, that must not be a thread per read (thousands of them).
+    count = 20
+    bindings = tuple(
+        Binding(id=f"team-{n}", url=str(tmp_path / "remotes" / f"team-{n}.git"),
+                path="manifests", project=f"team-{n}")
+        for n in range(count))
+    for n in range(count):
+        bare_repo(tmp_path / "remotes" / f"team-{n}.git", f"job-{n}")
+    provider = FakeProvider()
+    store = Store.open(None, tmp_path / "state")
+    settings = Settings(state_dir=tmp_path / "state", instance="test", bindings=bindings,
+                        checks={"gitnotes": False})
+    service = build_service(settings, store, provider_factory=lambda _name: provider)
+    before = threading.active_count()
+    try:
+        for binding in bindings:
+            assert service.reconcile(binding.id).result == "applied"
+        assert threading.active_count() <= before + 2  # not 4 timers a sync
+        deadline = time.monotonic() + 30
+        while sum(op == "get" for op, _ in provider.calls) < count:
+            assert time.monotonic() < deadline, "the follow-up reads never came"
+            time.sleep(0.05)
+    finally:
+        store.close()
