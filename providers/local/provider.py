@@ -512,11 +512,7 @@ class LocalProvider(Estimates, HasLogs, HasOutputs, HasEvents, Suspends, Expires
                 runs={},
                 active=0,
             )
-            budget = spec.recovery.max_attempts
-            counts = "; ".join(f"index {i} has lost {n} of its {budget} attempts"
-                               for i, n in decision.attempts_lost)
-            run.event("CapacityLost", f"the supervisor is gone; {counts} (recovery.maxAttempts)",
-                      "Warning", now=now)
+            run.event("CapacityLost", decision.message or "", "Warning", now=now)
         else:
             st["restarts"] = st.get("restarts", 0) + 1
             run.event("SupervisorRestarted", "the supervisor is gone; nothing was running", now=now)

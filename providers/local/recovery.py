@@ -24,8 +24,6 @@ class Decision:
     recoveries: int = 0
     short_recoveries: int = 0
     lost_indexes: tuple[int, ...] = ()
-    # (index, attempts it has lost to capacity so far, this loss included)
-    attempts_lost: tuple[tuple[int, int], ...] = ()
 
 
 def decide(st: dict[str, Any], spec: JobSpec, desired: str) -> Decision:
@@ -92,6 +90,15 @@ def decide(st: dict[str, Any], spec: JobSpec, desired: str) -> Decision:
             lost,
         )
     return Decision(
-        "recover", recoveries=recoveries, short_recoveries=short_count, lost_indexes=lost,
-        attempts_lost=tuple((i, used[i]) for i in lost),
+        "recover", message=_capacity_lost(used, rec.max_attempts), recoveries=recoveries,
+        short_recoveries=short_count, lost_indexes=lost,
     )
+
+
+def _capacity_lost(used: dict[int, int], max_attempts: int) -> str:
+    """What a recovery tells: each lost index against its own recovery.maxAttempts."""
+    if not used:
+        return "the supervisor is gone while no index was running; none used an attempt"
+    counts = "; ".join(f"index {i} has lost {n} of its {max_attempts} attempts"
+                       for i, n in sorted(used.items()))
+    return f"the supervisor is gone; {counts} (recovery.maxAttempts)"

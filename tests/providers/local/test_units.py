@@ -162,6 +162,19 @@ def test_recovery_decisions(status, recovery, desired, action, reason):
     assert (decision.action, decision.reason) == (action, reason)
 
 
+def test_a_recovery_says_what_each_lost_index_has_used_of_its_attempts():
+    spec = parse_job(manifest("j", recovery={"maxAttempts": 3}))
+    lost = decide(_status(runs={"0": {}, "2": {}}, recoveries=4, indexRecoveries={"2": 1}),
+                  spec, "Running")
+    assert lost.action == "recover"
+    assert lost.message == ("the supervisor is gone; index 0 has lost 1 of its 3 attempts; "
+                            "index 2 has lost 2 of its 3 attempts (recovery.maxAttempts)")
+    # Lost while provisioning: no index was running, so none used an attempt.
+    early = decide(_status(phase="Provisioning", runs={}), spec, "Running")
+    assert early.action == "recover"
+    assert early.message is not None and "no index was running" in early.message
+
+
 def test_directory_digest_covers_names_and_contents(tmp_path):
     d = tmp_path / "out"
     (d / "sub").mkdir(parents=True)
