@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from nodus_gitops.floor.errors import ConfigError
-from nodus_gitops.floor.identity import KINDS, ResourceKey
+from nodus_gitops.floor.identity import KINDS, MAX_NAME, ResourceKey, is_resource_name
 from nodus_gitops.floor.phases import is_terminal
 from nodus_gitops.floor.problems import Problem
 from nodus_gitops.floor.results import RUNS, ActionType
@@ -325,6 +325,9 @@ def _job_name(target: str) -> str:
     kind, _, name = target.partition("/")
     if _kind(kind) != "Job" or not name:
         raise ConfigError(f"{target!r}: name a Job as job/NAME")
+    if not is_resource_name(name):
+        raise ConfigError(f"{target!r}: {name!r} is not a Job name (lowercase letters, digits "
+                          f"and '-', at most {MAX_NAME} characters)")
     return name
 
 
@@ -471,14 +474,29 @@ def _job_backend_with(args: argparse.Namespace, target: str, capability: type,
         backend.close()
 
 
+# C0 and C1 control characters but tab and newline, and DEL: in a terminal they move
+# the cursor, rewrite what was shown, set the title or the clipboard (OSC 52).
+_CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0b, 0x20),
+                                         *range(0x7f, 0xa0))}
+
+
+def terminal_safe(text: str) -> str:
+    """`text` with every control character but tab and newline shown as its escape
+    (`\x1b`): what a Job printed can never drive the reader's terminal."""
+    return text.translate(_CONTROLS)
+
+
 def cmd_logs(args: argparse.Namespace) -> int:
     from nodus_gitops.providers.base import HasLogs
 
+    # Filtered for a terminal only: a file or a pipe gets the log as the program wrote it.
+    shown = terminal_safe if sys.stdout.isatty() else str
     try:
         with _job_backend_with(args, args.target, HasLogs, "logs the reconciler cannot read; "
                                "read them with that platform's own tools") as (key, backend):
             for line in backend.logs(key, index=args.index, follow=args.follow):
-                sys.stdout.write(line if line.endswith("\n") else line + "\n")
+                line = shown(line.removesuffix("\n"))
+                sys.stdout.write(line + "\n")
                 sys.stdout.flush()
     except _Lacks:
         return EXIT_PROBLEMS

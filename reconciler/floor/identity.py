@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import NamedTuple
 
@@ -15,6 +16,14 @@ class Kind(StrEnum):
 
 
 KINDS = tuple(k.value for k in Kind)
+# metadata.name, as schemas/defs.schema.json has it (a DNS label): also every stage's and
+# cell's Job name, so a name given on the command line can be checked before any lookup.
+NAME_PATTERN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+MAX_NAME = 63
+
+
+def is_resource_name(text: str) -> bool:
+    return len(text) <= MAX_NAME and NAME_PATTERN.fullmatch(text) is not None
 
 
 class ResourceKey(NamedTuple):

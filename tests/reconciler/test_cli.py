@@ -154,6 +154,15 @@ def test_get_prints_the_seeds_job_columns(tmp_path: Path, capsys) -> None:
     assert row[6:9] == ["local-l4", "$0.80/h", "0/1"]
 
 
+@pytest.mark.parametrize("command", [["cp", "job/../../etc:outputs/x", "dest"],
+                                     ["logs", "job/../../etc"], ["logs", "job/a/../b"]])
+def test_a_job_name_that_is_a_path_is_refused_in_one_line(tmp_path: Path,
+                                                          command: list[str]) -> None:
+    done = run_cli(*command, "--state-dir", str(tmp_path), cwd=tmp_path)
+    assert done.returncode == 1, done
+    assert "is not a Job name" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
 def test_get_watch_shows_the_table_again_only_when_a_resource_changed(tmp_path: Path) -> None:
     import time
 
