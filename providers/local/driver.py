@@ -26,6 +26,7 @@ from nodus_gitops.providers import budget_holds
 from nodus_gitops.providers.jsonfiles import read_json, write_json
 from nodus_gitops.providers.local import (
     diskuse,
+    gang,
     jobstate,
     launch,
     limits,
@@ -68,6 +69,7 @@ class JobDriver:
         self.completed: set[int] = set(self.st["completedIndexes"])
         self.pending = [i for i in range(self.spec.completions) if i not in self.completed]
         self.active: dict[int, runs.Run] = {}
+        self.gang = gang.Gang(self) if self.spec.distributed else None  # ranks, not indexes
         self.stop: dict[str, Any] | None = None
         self.stop_exits: list[runs.Exit] = []
         self.place: Placement | None = None
@@ -254,6 +256,8 @@ class JobDriver:
             if not ex.whole:
                 self.event("RunNotEnded", f"index {index} (attempt {run.attempt}): processes of "
                            "the run were still there after SIGKILL", warning=True)
+            if self.gang and self.gang.reaped(run, ex, now):
+                continue
             if run.stopping:
                 self.stop_exits.append(ex)
                 self._drop_run_outputs(index)
@@ -266,7 +270,7 @@ class JobDriver:
                 continue
             self.st["failed"] += 1
             self._drop_run_outputs(index)
-            what = f"index {index} (attempt {run.attempt}) {ex.describe()}"
+            what = f"{self._run_name(index)} (attempt {run.attempt}) {ex.describe()}"
             self.event("RunFailed", what, warning=True)
             used = self.meter.measure(now)
             if used > self.max_output:  # it failed writing past the cap (a file is capped)
@@ -287,6 +291,8 @@ class JobDriver:
             else:  # a retried index starts fresh: no checkpoint of the failed run
                 self._clear_state([index])
                 bisect.insort(self.pending, index)
+            if self.gang:
+                self.gang.failed(run, now)
 
     def _rate_of(self, lease: runs.Lease | None) -> float:
         """One run's USD per second: its GPUs cost what the slots it was placed on cost,
@@ -328,6 +334,7 @@ class JobDriver:
         waiting = self.phase == Phase.QUEUED and not self.active and self.pending
         if waiting and qt is not None and now - st["queuedSince"] >= qt:
             wanted = self.spec.gpu.describe() if self.spec.gpu else "the request"
+            wanted = self.gang.wanted() if self.gang else wanted
             slots = ", ".join(s.type for s in self.slots) or "none"
             self._finish(Phase.FAILED, now, Reason.CAPACITY_UNAVAILABLE,
                          f"no GPU slot here fits {wanted} within placement.queueTimeout "
@@ -376,6 +383,9 @@ class JobDriver:
     def schedule(self, now: float) -> None:
         if self.stop or self.phase in (Phase.SUSPENDED, Phase.SUSPENDING) or self.capped() \
                 or self.budget_held():
+            return
+        if self.gang:
+            self.gang.schedule(now)
             return
         while self.pending and len(self.active) < self.spec.parallelism:
             if not self._disk_allows(now):
@@ -510,6 +520,7 @@ class JobDriver:
             return False
         if first:
             self._note_checkpoint_paths()
+            self._note_not_honoured(now)
         return True
 
     def _note_checkpoint_paths(self) -> None:
@@ -529,7 +540,19 @@ class JobDriver:
                        + "; ".join(refused) + f"; NODUS_CHECKPOINT_DIR is {points[0]}",
                        warning=True)
 
-    def spawn(self, index: int, lease: runs.Lease | None, now: float) -> None:
+    def _note_not_honoured(self, now: float) -> None:
+        """Say which of the fields the Job set this backend cannot honour, and how far."""
+        from nodus_gitops.providers.local.honoured import not_honoured
+
+        notes = not_honoured(self.spec, now)
+        if notes:
+            self.event("NotHonoured", "; ".join(notes), warning=True)
+
+    def _run_name(self, index: int) -> str:
+        return f"rank {index}" if self.gang else f"index {index}"
+
+    def spawn(self, index: int, lease: runs.Lease | None, now: float,
+              gang: dict[str, str] | None = None, count_attempt: bool = True) -> None:
         st = self.st
         attempt = st["indexAttempts"].get(str(index), 0) + 1
         self._drop_run_outputs(index)  # left by a run lost with its supervisor
@@ -538,7 +561,7 @@ class JobDriver:
         real_gpus = [s.index for s in lease.slots if not s.simulated] if lease else []
         started = launch.build(self.spec, self.run, self.place, index, attempt,
                                lease.visible_devices if lease else "", gpu_indexes=real_gpus,
-                               pass_env=tuple(self.settings["passEnv"]))
+                               pass_env=tuple(self.settings["passEnv"]), gang=gang)
         run = runs.start(
             started, index=index, attempt=attempt, rate=self._rate_of(lease),
             log_path=self.run.log_for(index, attempt),
@@ -550,13 +573,13 @@ class JobDriver:
             max_file_bytes=self.max_output + 1)  # a file can pass the cap, not much more
         self.active[index] = run
         st["indexAttempts"][str(index)] = attempt
-        st["attempts"] += 1
+        st["attempts"] += 1 if count_attempt else 0
         st["startTime"] = st["startTime"] or run.started
         st["segmentStart"] = st["segmentStart"] or run.started
         st["phase"] = Phase.RUNNING.value
         if lease:
             st["gpus"] = [s.to_dict() for s in lease.slots]
-        self.event("Started", f"index {index} attempt {attempt} (pid {run.pid})"
+        self.event("Started", f"{self._run_name(index)} attempt {attempt} (pid {run.pid})"
                    + (f" on GPU {lease.visible_devices}" if lease else ""))
         self.dirty = True
 
@@ -582,8 +605,9 @@ class JobDriver:
             except OutputError as exc:
                 self._finish(Phase.FAILED, now, Reason.INVALID_OUTPUT_PATH, str(exc))
                 return
-            self._finish(Phase.SUCCEEDED, now, message=f"{len(self.completed)} of "
-                         f"{self.spec.completions} indexes succeeded")
+            self._finish(Phase.SUCCEEDED, now, message=self.gang.succeeded_message() if self.gang
+                         else f"{len(self.completed)} of {self.spec.completions} indexes "
+                         "succeeded")
 
     def finalize_stop(self, now: float) -> None:
         stop, exits = self.stop or {}, self.stop_exits
@@ -613,7 +637,8 @@ class JobDriver:
         if not self.dirty:
             return
         jobstate.refresh(st, {str(i): r.record() for i, r in self.active.items()},
-                         sorted(self.completed), self.timeout, now)
+                         self.gang.completed_indexes() if self.gang else sorted(self.completed),
+                         self.timeout, now)
         write_json(self.run.status, st)
         self.last_write, self.dirty = now, False
 

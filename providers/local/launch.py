@@ -49,6 +49,7 @@ def environment(
     visible_devices: str,
     host_env: dict[str, str],
     pass_env: tuple[str, ...] = (),
+    gang: dict[str, str] | None = None,
 ) -> dict[str, str]:
     inside = place.sandbox.contained
     if inside:
@@ -81,7 +82,27 @@ def environment(
     for inp in spec.inputs:
         env[f"NODUS_INPUT_{env_suffix(inp.name)}"] = (
             f"{INPUTS_MOUNT}/{inp.name}" if inside else str(inp.path))
+    env.update(gang or {})
     return env
+
+
+def gang_environment(rank: int, nodes: int, master_port: int) -> dict[str, str]:
+    """What one member of a gang sees, as torchrun sets it for one process per node:
+    its rank among the nodes, the world size and the rendezvous address (every member
+    runs on this machine, so rank 0 listens on the loopback). The gang is the Job's one
+    index: NODUS_INDEX is 0 for every rank."""
+    return {
+        "RANK": str(rank),
+        "WORLD_SIZE": str(nodes),
+        "LOCAL_RANK": "0",
+        "LOCAL_WORLD_SIZE": "1",
+        "NODE_RANK": str(rank),
+        "GROUP_RANK": str(rank),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(master_port),
+        "NODUS_INDEX": "0",
+        "JOB_COMPLETION_INDEX": "0",
+    }
 
 
 def build(
@@ -95,9 +116,10 @@ def build(
     gpu_indexes: list[int] = (),  # type: ignore[assignment]
     host_env: dict[str, str] | None = None,
     pass_env: tuple[str, ...] = (),
+    gang: dict[str, str] | None = None,
 ) -> Launch:
     env = environment(spec, run, place, index, attempt, visible_devices,
-                      dict(os.environ) if host_env is None else host_env, pass_env)
+                      dict(os.environ) if host_env is None else host_env, pass_env, gang)
     if not place.sandbox.contained:
         return Launch(list(spec.command), env, place.working_dir)
     points, _ = sandbox.checkpoint_points(spec.recovery.checkpoint_paths)

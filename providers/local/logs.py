@@ -45,11 +45,13 @@ def iter_logs(
 
 
 def log_info(root: Path, key: ResourceKey, index: int = 0) -> LogInfo:
-    """How many indexes the Job runs (spec.completions), the attempts of `index` with a
-    log, and the Job's phase, read from its run directory."""
+    """How many indexes the Job runs (spec.completions; a gang's ranks stand in its
+    indexes' place), the attempts of `index` with a log, and the Job's phase, read from
+    its run directory."""
     run = _run(root, key)
     doc = read_json(run.manifest, unreadable_is_missing=True) or {}
-    completions = ((doc.get("manifest") or {}).get("spec") or {}).get("completions")
+    spec = (doc.get("manifest") or {}).get("spec") or {}
+    completions = (spec.get("distributed") or {}).get("nodes") or spec.get("completions")
     status = read_json(run.status, unreadable_is_missing=True) or {}
     return LogInfo(completions if isinstance(completions, int) and completions > 0 else 1,
                    tuple(attempts(run.logs, index)), status.get("phase"))

@@ -187,6 +187,44 @@ class Recovery:
 
 
 @dataclass(frozen=True)
+class Distributed:
+    """spec.distributed: the Job runs as a gang of `nodes` members, each with
+    `gpus_per_node` GPUs (None: each member gets resources.gpu as written)."""
+
+    nodes: int
+    gpus_per_node: int | None = None
+
+
+def _positive(value: Any, name: str, least: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise SpecError(f"{name}: {value!r} must be a whole number of at least {least}")
+    return value
+
+
+def parse_distributed(value: Any, completions: int) -> Distributed | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise SpecError("spec.distributed: expected a mapping such as {nodes: 2}")
+    nodes = _positive(value.get("nodes"), "spec.distributed.nodes", 2)
+    per_node = value.get("gpusPerNode")
+    if completions != 1:
+        # a gang is the Job's one run: its ranks take the place of indexes
+        raise SpecError("spec.distributed: a distributed Job runs once, as one gang of "
+                        f"{nodes} nodes; spec.completions must be 1 (it is {completions})")
+    return Distributed(nodes, None if per_node is None
+                       else _positive(per_node, "spec.distributed.gpusPerNode", 1))
+
+
+def gang_gpu(request: GpuRequest | None, distributed: Distributed | None) -> GpuRequest | None:
+    """What each member of a gang gets: distributed.gpusPerNode GPUs of resources.gpu's
+    type (any GPU when it names none)."""
+    if distributed is None or distributed.gpus_per_node is None:
+        return request
+    return replace(request or GpuRequest(), count=distributed.gpus_per_node)
+
+
+@dataclass(frozen=True)
 class GitSource:
     repo: str
     ref: str = "main"
@@ -218,6 +256,16 @@ class JobSpec:
     inputs: tuple[Input, ...] = ()
     recovery: Recovery = field(default_factory=Recovery)
     source: GitSource | None = None
+    distributed: Distributed | None = None
+    # Where and how the Job asked to run, which a backend honours as far as it can
+    regions: tuple[str, ...] = ()
+    interruptible: bool | None = None
+    complete_by: str | None = None
+
+    @property
+    def members(self) -> int:
+        """The runs that make up one run of the Job: the gang's ranks, else 1."""
+        return self.distributed.nodes if self.distributed else 1
 
 
 def _env_pairs(raw: Any) -> list[tuple[str, str]]:
@@ -274,6 +322,7 @@ def parse_job(manifest: dict[str, Any]) -> JobSpec:
     placement = spec.get("placement") or {}
     git = (spec.get("source") or {}).get("git")
     ttl = spec.get("ttlSecondsAfterFinished")
+    distributed = parse_distributed(spec.get("distributed"), completions)
     return JobSpec(
         name=str(meta.get("name", "")),
         command=tuple(command),
@@ -294,7 +343,7 @@ def parse_job(manifest: dict[str, Any]) -> JobSpec:
         memory_limit=parse_memory(resources["memory"], "resources.memory")
         if resources.get("memory") is not None
         else None,
-        gpu=gpu_with_floor(spec, meta.get("annotations")),
+        gpu=gang_gpu(gpu_with_floor(spec, meta.get("annotations")), distributed),
         queue_timeout=parse_duration(placement["queueTimeout"], "placement.queueTimeout")
         if placement.get("queueTimeout") is not None
         else None,
@@ -316,6 +365,10 @@ def parse_job(manifest: dict[str, Any]) -> JobSpec:
         source=GitSource(str(git["repo"]), str(git.get("ref") or "main"), git.get("path"))
         if git
         else None,
+        distributed=distributed,
+        regions=tuple(str(r) for r in placement.get("regions") or ()),
+        interruptible=placement.get("interruptible"),
+        complete_by=str(spec["completeByTime"]) if spec.get("completeByTime") else None,
     )
 
 
