@@ -49,19 +49,22 @@ def settings_from(args: argparse.Namespace) -> Settings:
 
 
 def open_store(settings: Settings, *, create: bool = True) -> Store:
-    """The state store. A command that only reads (`create=False`) never makes one: where
-    there is none it says where it looked and how to point it elsewhere."""
+    """The state store. A command that only reads (`create=False`) never makes one nor
+    migrates one: where there is none it says where it looked and how to point it
+    elsewhere."""
     from nodus_gitops.state.engine import STATE_FILE
     from nodus_gitops.state.store import Store
 
-    if not create and existing_store(settings) is None:
+    if not create and settings.state_url is None \
+            and not (settings.state_dir / STATE_FILE).is_file():
         raise ConfigError(
             f"no state database at {settings.state_dir / STATE_FILE}: the state directory is "
             "--state-dir, else NODUS_GITOPS_HOME, else the config's stateDir, else "
             "./.nodus-gitops; run `nodus-gitops reconcile` or `serve` with it first, or "
             "point --state-dir (or --state URL) at an existing one")
-    settings.state_dir.mkdir(parents=True, exist_ok=True)
-    return Store.open(settings.state_url, settings.state_dir)
+    if create:
+        settings.state_dir.mkdir(parents=True, exist_ok=True)
+    return Store.open(settings.state_url, settings.state_dir, read_only=not create)
 
 
 def existing_store(settings: Settings) -> Store | None:
@@ -70,7 +73,7 @@ def existing_store(settings: Settings) -> Store | None:
 
     if settings.state_url is None and not (settings.state_dir / STATE_FILE).is_file():
         return None
-    return open_store(settings)
+    return open_store(settings, create=False)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -482,7 +485,7 @@ _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0b, 0x20),
 
 def terminal_safe(text: str) -> str:
     """`text` with every control character but tab and newline shown as its escape
-    (`\x1b`): what a Job printed can never drive the reader's terminal."""
+    (`\\x1b`): what a Job printed can never drive the reader's terminal."""
     return text.translate(_CONTROLS)
 
 

@@ -66,12 +66,13 @@ def resolve_url(url: str | None, state_dir: Path | None) -> URL:
     return parsed.set(drivername="sqlite")
 
 
-def create_state_engine(url: URL) -> Engine:
-    """An engine for a URL from `resolve_url`; SQLite connections set up as described above."""
+def create_state_engine(url: URL, *, read_only: bool = False) -> Engine:
+    """An engine for a URL from `resolve_url`; SQLite connections set up as described above
+    (`read_only`: a reader's, which leaves the file's journal mode as it found it)."""
     if url.get_backend_name() == "postgresql":
         return create_engine(url, pool_pre_ping=True)
     engine = create_engine(url)
-    event.listen(engine, "connect", _sqlite_connect)
+    event.listen(engine, "connect", _sqlite_read if read_only else _sqlite_connect)
     event.listen(engine, "begin", _sqlite_begin)
     return engine
 
@@ -91,6 +92,11 @@ def _sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
         cursor.execute("PRAGMA foreign_keys = ON")
     finally:
         cursor.close()
+
+
+def _sqlite_read(dbapi_connection: Any, _record: Any) -> None:
+    dbapi_connection.isolation_level = None
+    dbapi_connection.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
 
 
 def _use_wal(cursor: Any) -> None:

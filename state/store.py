@@ -23,7 +23,13 @@ from nodus_gitops.state.base import key_is, split_key, utc_now
 from nodus_gitops.state.inventory import InventoryStore
 from nodus_gitops.state.journal import JournalStore
 from nodus_gitops.state.leases import LeaseStore
-from nodus_gitops.state.migrations import current_revision, migrate
+from nodus_gitops.state.migrations import (
+    current_revision,
+    head,
+    legacy_version,
+    migrate,
+    scripts,
+)
 from nodus_gitops.state.models import (
     CheckRecord,
     Event,
@@ -34,7 +40,7 @@ from nodus_gitops.state.models import (
     SyncResult,
 )
 from nodus_gitops.state.records import BindingRecord, CheckRecordValue, EventRecord, SyncRecord
-from sqlalchemy import Row, Table, or_, select, update
+from sqlalchemy import Connection, Row, Table, or_, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 _B: Table = RepoBinding.__table__  # type: ignore[attr-defined]
@@ -55,18 +61,26 @@ class Store(InventoryStore, JournalStore, LeaseStore):
         url: str | None = None,
         state_dir: Path | None = None,
         clock: Callable[[], datetime] = utc_now,
+        *,
+        read_only: bool = False,
     ) -> Store:
-        """Connect, migrate to the current schema, and return the store.
+        """Connect, migrate to the current schema, and return the store. `read_only`: for
+        a reader (`plan`, `get`), which never migrates: a schema other than the current one
+        is a ConfigError saying what upgrades it.
 
         Raises `ConfigError` naming `--state` for a bad URL, an unreachable database, or a
         database whose schema is newer than this code.
         """
         resolved = engines.resolve_url(url, state_dir)
         label = engines.display(resolved)
-        engine = engines.create_state_engine(resolved)
+        engine = engines.create_state_engine(resolved, read_only=read_only)
         try:
-            with engines.write_engine(engine).begin() as conn:
-                migrate(conn, label)
+            if read_only:
+                with engine.connect() as conn:
+                    _require_current(conn, label)
+            else:
+                with engines.write_engine(engine).begin() as conn:
+                    migrate(conn, label)
         except ConfigError:
             engine.dispose()
             raise
@@ -278,3 +292,19 @@ class Store(InventoryStore, JournalStore, LeaseStore):
 def _event(row: Row[Any]) -> EventRecord:
     key, values = split_key(row)
     return EventRecord(key=key, **values)
+
+
+def _require_current(conn: Connection, label: str) -> None:
+    """A reader's check instead of `migrate`: the schema must be this code's."""
+    found = current_revision(conn)
+    if found == head():
+        return
+    if found is not None and found not in {s.revision for s in scripts().walk_revisions()}:
+        raise ConfigError(f"--state: the schema of {label} ({found}) is newer than this "
+                          "release: use the release that wrote it")
+    legacy = legacy_version(conn)
+    shown = found or (f"the pre-Alembic version {legacy}" if legacy else "none (empty)")
+    raise ConfigError(f"--state: the schema of {label} is {shown}, not {head()}; this "
+                      "command only reads it: run `nodus-gitops reconcile` or `serve` once "
+                      "with this state to create or upgrade it")
+

@@ -130,6 +130,27 @@ def test_a_read_without_state_says_where_it_looked_and_creates_nothing(
     assert sorted(p.name for p in tmp_path.iterdir()) == []
 
 
+def test_plan_and_get_read_an_old_schema_without_upgrading_it(
+        manifest_repo: ManifestRepo, tmp_path: Path) -> None:
+    import hashlib
+    import sqlite3
+
+    state = tmp_path / "state"
+    state.mkdir()
+    with sqlite3.connect(state / "state.db") as db:
+        db.executescript((ROOT / "tests/state/legacy/v3.sqlite.sql").read_text())
+    before = hashlib.sha256((state / "state.db").read_bytes()).hexdigest()
+    manifest_repo.write("a.yaml", JOB.format(name="a", cap="1.00"))
+    manifest_repo.commit("a")
+    manifest_repo.push()
+    for command in (["plan", "--repo", manifest_repo.push_url, "--branch", "main"], ["get"]):
+        done = run_cli(*command, "--state-dir", str(state), cwd=tmp_path)
+        assert done.returncode == 1, done
+        assert "pre-Alembic version 3" in done.stderr and "upgrade" in done.stderr
+    assert hashlib.sha256((state / "state.db").read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in state.iterdir() if p.name != "mirrors") == ["state.db"]
+
+
 def test_get_prints_the_seeds_job_columns(tmp_path: Path, capsys) -> None:
     """get: the phase, the GPU, the attempt, the cost so far and the age; -o wide adds the
     offering, its rate and progress. A cost below a cent shows its value."""
