@@ -60,17 +60,35 @@ UNITS = {p.stem if p.suffix else p.name for p in Path(nodus_gitops.__path__[0]).
          if p.suffix == ".py" or (p / "__init__.py").exists()} | {"providers", "state", "schemas"}
 
 
-def _imports(path: Path) -> Iterator[tuple[str, int]]:
+def _imports(path: Path, module: str = "") -> Iterator[tuple[str, int]]:
+    """Every module of the project `path` imports, with its line: `import` and `from`
+    statements (relative ones resolved against `module`, the importer's dotted name), and
+    `importlib.import_module("...")` or `__import__("...")` with a literal name."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module == "nodus_gitops":  # a submodule, or a name of the root package
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            if base == "nodus_gitops":  # a submodule, or a name of the root package
                 yield from ((f"nodus_gitops.{a.name}" if a.name in UNITS else "nodus_gitops",
                              node.lineno) for a in node.names)
-            elif node.module.startswith("nodus_gitops."):
-                yield node.module, node.lineno
-        elif isinstance(node, ast.Import):
-            yield from ((a.name, node.lineno) for a in node.names
+            elif base.startswith("nodus_gitops."):
+                yield base, node.lineno
+        elif isinstance(node, ast.Import):  # a bare `import nodus_gitops` is every module's
+            yield from ((a.name, node.lineno) for a in node.names  # parent package: no edge
                         if a.name.startswith("nodus_gitops."))
+        elif isinstance(node, ast.Call) and node.args and _is_dynamic_import(node.func):
+            name = node.args[0]
+            if isinstance(name, ast.Constant) and isinstance(name.value, str) \
+                    and name.value.startswith("nodus_gitops"):
+                yield name.value, node.lineno
+
+
+def _is_dynamic_import(func: ast.expr) -> bool:
+    return (isinstance(func, ast.Name) and func.id in ("__import__", "import_module")
+            or isinstance(func, ast.Attribute) and func.attr == "import_module")
 
 
 def _unit(module: str) -> str:
@@ -79,7 +97,7 @@ def _unit(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-GRAPH = {module: (path, list(_imports(path))) for module, path in _modules()}
+GRAPH = {module: (path, list(_imports(path, module))) for module, path in _modules()}
 
 
 def test_every_module_has_a_layer() -> None:
@@ -157,3 +175,16 @@ def test_the_floor_imports_nothing_of_the_project(module: str) -> None:
 
 def test_the_installed_package_is_the_one_under_test() -> None:
     assert Path(nodus_gitops.__file__).parent.name == "reconciler"
+
+
+def test_the_scanner_sees_every_form_of_import(tmp_path: Path) -> None:
+    source = tmp_path / "base.py"
+    source.write_text("import importlib\nimport nodus_gitops\n"
+                      "def lazy():\n    from ..sync import BindingSync\n"
+                      "    from . import jsonfiles\n"
+                      "    importlib.import_module('nodus_gitops.web.hooks')\n"
+                      "    __import__('nodus_gitops.cli')\n")
+    found = [name for name, _line in _imports(source, "nodus_gitops.providers.base")]
+    assert found == ["nodus_gitops.sync", "nodus_gitops.providers",
+                     "nodus_gitops.web.hooks", "nodus_gitops.cli"], found
+
