@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
+from datetime import datetime
 from typing import Any
 
 import httpx
 from nodus_gitops.floor.errors import NotFoundError, PermanentError, TransientError
 from nodus_gitops.floor.problems import Problem, json_path
+from nodus_gitops.floor.retry import retry_after
 
 Cause = tuple[str, str]  # (field path such as spec.stages[1].template.timeout, message)
 
@@ -56,24 +56,6 @@ def causes_of(status: dict[str, Any]) -> list[Cause]:
             for c in causes if isinstance(c, dict)]
 
 
-def retry_after(value: str | None, now: datetime) -> float | None:
-    """Seconds from a `Retry-After` header: a number of seconds or an HTTP date."""
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - now).total_seconds())
-
-
 def raise_for_status(response: httpx.Response, what: str, *, credential: str,
                      now: Callable[[], datetime]) -> None:
     """Raise the error for a failed answer to `what` (such as `create Job/team-a/hello`);
@@ -102,7 +84,7 @@ def raise_for_status(response: httpx.Response, what: str, *, credential: str,
         listed = "; ".join(f"{f}: {m}" if f else m for f, m in causes)
         raise InvalidManifest(f"{what}: rejected as invalid: {listed or message}", causes)
     if code == 429 or code >= 500:
-        delay = retry_after(response.headers.get("Retry-After"), now())
+        delay = retry_after(response.headers.get("Retry-After"), now().timestamp())
         raise TransientError(f"{what}: the Nodus API answered {code} {reason or ''}".rstrip()
                              + f" ({message}); retrying later", delay)
     raise PermanentError(f"{what}: the Nodus API answered {code} {reason}".rstrip()

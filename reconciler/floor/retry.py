@@ -13,6 +13,7 @@ injected so that tests neither wait nor draw by chance.
 
 from __future__ import annotations
 
+import datetime
 import email.utils
 import random
 import time
@@ -99,14 +100,20 @@ def _hint_of(state: tenacity.RetryCallState, hint: Hint | None) -> float | None:
     return None if exc is None else hint(exc)
 
 
-def retry_after(value: str, now: float) -> float | None:
+def retry_after(value: str | None, now: float) -> float | None:
     """Seconds a Retry-After header asks to wait: delta-seconds or an HTTP date (RFC 9110)
-    against `now` (epoch seconds); None when it is neither."""
+    against `now` (epoch seconds); None when it is absent or neither."""
+    if not value or not value.strip():
+        return None
+    value = value.strip()
     try:
         return max(0.0, float(value))
     except ValueError:
         pass
     try:
-        return max(0.0, email.utils.parsedate_to_datetime(value).timestamp() - now)
+        when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError):
         return None
+    if when.tzinfo is None:  # "-0000": UTC with no zone said, never this machine's time
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(0.0, when.timestamp() - now)

@@ -131,3 +131,5 @@ def test_retry_after_reads_seconds_and_http_dates():
     assert retry_after("-3", 0.0) == 0.0
     assert retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1445412470.0) == pytest.approx(10.0)
     assert retry_after("soon", 0.0) is None
+    # "-0000" is UTC with no zone: the same instant on a machine in any time zone
+    assert retry_after("Wed, 21 Oct 2015 07:28:00 -0000", 1445412470.0) == pytest.approx(10.0)

@@ -9,7 +9,8 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 from nodus_gitops.floor.errors import NotFoundError, PermanentError, TransientError
-from nodus_gitops.providers.nodus.errors import Conflict, retry_after
+from nodus_gitops.floor.retry import retry_after
+from nodus_gitops.providers.nodus.errors import Conflict
 
 from tests.providers.nodus.conftest import API_KEY, Backend, fixture, status
 
@@ -165,7 +166,9 @@ def test_the_api_key_never_reaches_messages_reprs_or_logs(
 
 
 def test_retry_after_forms() -> None:
-    assert retry_after("120", NOW) == 120.0
-    assert retry_after("Mon, 30 Nov 2026 11:59:00 GMT", NOW) == 0.0  # in the past
-    assert retry_after("soon", NOW) is None
-    assert retry_after(None, NOW) is None
+    now = NOW.timestamp()
+    assert retry_after("120", now) == 120.0
+    assert retry_after("Mon, 30 Nov 2026 11:59:00 GMT", now) == 0.0  # in the past
+    assert retry_after("soon", now) is None
+    assert retry_after(None, now) is None
+    assert retry_after(" 5 ", now) == 5.0
