@@ -11,7 +11,8 @@ from nodus_gitops.floor.phases import FIXES, Phase
 from nodus_gitops.providers.base import Observed
 from nodus_gitops.providers.local.jobstate import format_usd
 from nodus_gitops.providers.local.observe import rfc3339
-from nodus_gitops.providers.local.spec import compact_indexes
+from nodus_gitops.providers.local.spec import compact_indexes, parse_job
+from nodus_gitops.providers.slurm import submit
 from nodus_gitops.providers.slurm.status import CANCELLED, Run
 
 
@@ -37,7 +38,9 @@ def wall_seconds(doc: dict[str, Any], runs: list[Run], now: float) -> float:
 
 
 def cost(doc: dict[str, Any], runs: list[Run]) -> float:
-    return float(doc.get("ratePerSecond") or 0.0) * sum(r.seconds for r in runs)
+    """The rate is one index's on one node; a distributed Job's run holds `nodes` nodes."""
+    nodes = ((doc["manifest"].get("spec") or {}).get("distributed") or {}).get("nodes") or 1
+    return float(doc.get("ratePerSecond") or 0.0) * sum(r.seconds for r in runs) * nodes
 
 
 def fix_for(phase: str, reason: str | None) -> str | None:
@@ -68,7 +71,15 @@ def status(doc: dict[str, Any], runs: list[Run], completed: list[int],
         "unitsPerSecond": round(units / wall, 3) if units and wall > 0 else None,
         "slurm": {"jobName": doc.get("name"), "jobIds": [s["jobId"] for s in subs],
                   "partition": doc.get("partition")},
+        **not_honoured(doc),
     }
+
+
+def not_honoured(doc: dict[str, Any]) -> dict[str, Any]:
+    """`notHonoured`, the fields this backend cannot honour, when the Job set any (so
+    `describe` shows them)."""
+    notes = submit.not_honoured(parse_job(doc["manifest"]))
+    return {"notHonoured": notes} if notes else {}
 
 
 def to_observed(key: ResourceKey, doc: dict[str, Any], phase: str, reason: str | None,

@@ -79,6 +79,19 @@ def partition(spec_doc: dict[str, Any], partitions: dict[str, str],
     return ",".join(dict.fromkeys(partitions[r] for r in regions))
 
 
+def not_honoured(spec: JobSpec) -> list[str]:
+    """What of where and how the Job asked to run this backend cannot honour (regions are
+    honoured as partitions)."""
+    notes = []
+    if spec.interruptible:
+        notes.append("placement.interruptible: the slurm backend asks for no preemptible "
+                     "capacity; the Job runs on the partition's ordinary nodes")
+    if spec.complete_by:
+        notes.append(f"completeByTime ({spec.complete_by}): the slurm backend has no "
+                     "capacity to pick by time; the Job waits in the partition's queue")
+    return notes
+
+
 def time_limit_minutes(seconds: float | None) -> int | None:
     return None if seconds is None else max(1, math.ceil(seconds / 60))
 
@@ -149,6 +162,10 @@ def script(spec: JobSpec, job_dir: Path, sandbox: str) -> str:
         notes += (f"{use_bwrap} || echo 'nodus: without bubblewrap only the first checkpoint "
                   "path is given, as NODUS_CHECKPOINT_DIR'\n")
     first = q(str(dirs[0][1]))
+    if spec.distributed:
+        return gang_script(spec, job_dir, notes=notes, made=made, use_bwrap=use_bwrap,
+                           first=first, binds=binds, sb_env=" ".join(sb_env),
+                           host_env=" ".join(host_env), workdir=workdir, argv=argv)
     return f"""#!/bin/bash
 # nodus-gitops: one index of Job {spec.name}, written by the slurm backend.
 J={q(str(job_dir))}
@@ -180,6 +197,64 @@ exit "$rc"
 """
 
 
+def gang_script(spec: JobSpec, job_dir: Path, *, notes: str, made: str, use_bwrap: str,
+                first: str, binds: str, sb_env: str, host_env: str, workdir: str,
+                argv: str) -> str:
+    """The wrapper of a distributed Job: the batch step starts one task per node with
+    `srun` (the allocation has `nodes` nodes and one task per node), each task runs the
+    command as one rank, and the batch step records the gang's exit status: srun's, which
+    is non-zero when any rank failed (`--kill-on-bad-exit` then ends the others).
+
+    Each rank sees RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR (the node srun was started
+    on, where rank 0 runs) and MASTER_PORT as torchrun expects; its checkpoint directories
+    are its own (`state/<index>.rank<r>`), and its outputs are stored under `rank-<r>/` in
+    the Job's outputs (rank 0's are the Job's own). The log prefixes each line with its
+    rank (`srun --label`)."""
+    q = shlex.quote
+    # per rank: the run's directories keyed by rank, so ranks on one node never share them
+    rank_made = made.replace("$J/state/$i", "$J/state/$i.rank$r")
+    rank_binds = binds.replace("$J/state/$i", "$J/state/$i.rank$r")
+    rank = f"""r=$SLURM_PROCID
+R="$J/run-outputs/$i-$a.rank$r"
+O="$J/outputs"; [ "$r" -eq 0 ] || O="$J/outputs/rank-$r"
+rm -rf "$R"
+mkdir -p "$O" "$R" {rank_made}
+export RANK=$r WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 NODE_RANK=$r \\
+  GROUP_RANK=$r MASTER_ADDR="$SLURM_LAUNCH_NODE_IPADDR" \\
+  MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))
+if {use_bwrap}; then
+  export NODUS_OUTPUTS_DIR={OUTPUTS_MOUNT} NODUS_CHECKPOINT_DIR={first} {sb_env}
+  set -- bwrap --dev-bind / / --die-with-parent --tmpfs /nodus \\
+    --bind "$R" {OUTPUTS_MOUNT}{rank_binds} --
+else
+  export NODUS_OUTPUTS_DIR="$R" NODUS_CHECKPOINT_DIR="$J/state/$i.rank$r" {host_env}
+  set --
+fi
+cd {workdir} 2>/dev/null || cd "$J/work"
+"$@" {argv}
+rc=$?
+if [ "$rc" -eq 0 ] && ! cp -a --remove-destination "$R/." "$O/"; then
+  echo "nodus: rank $r's outputs could not be stored in the Job's outputs"
+  rc=1
+fi
+rm -rf "$R"
+exit "$rc"
+"""
+    return f"""#!/bin/bash
+# nodus-gitops: Job {spec.name}, a gang of {spec.members} ranks, written by the slurm backend.
+J={q(str(job_dir))}
+i=${{SLURM_ARRAY_TASK_ID:-0}}
+a=${{NODUS_ATTEMPT:-0}}
+mkdir -p "$J/outputs" "$J/logs" "$J/units" "$J/exits" "$J/work"
+exec >>"$J/logs/$i-$a.log" 2>&1
+{notes}export J i a NODUS_INDEX=$i JOB_COMPLETION_INDEX=$i NODUS_UNITS_FILE="$J/units/$i-$a.jsonl"
+srun --label --kill-on-bad-exit=1 /bin/bash -c {q(rank)}
+rc=$?
+echo "$rc" >"$J/exits/$i-$a.tmp" && mv -f "$J/exits/$i-$a.tmp" "$J/exits/$i-$a"
+exit "$rc"
+"""
+
+
 def job_body(spec: JobSpec, spec_doc: dict[str, Any], *, name: str, note: str,
              job_dir: Path, shim: Path, attempt: int, indexes: list[int],
              partitions: dict[str, str],
@@ -199,6 +274,8 @@ def job_body(spec: JobSpec, spec_doc: dict[str, Any], *, name: str, note: str,
     }
     if spec.completions > 1:
         body["array"] = array_spec(indexes, spec.parallelism)
+    if spec.distributed:  # one allocation of `nodes` nodes, one task (rank) on each
+        body.update(nodes=[spec.members, spec.members], tasks=spec.members, tasks_per_node=1)
     g = gres(spec)
     if g:
         body["gres"] = g
