@@ -20,9 +20,10 @@ def run_rate(spec: JobSpec, rates: RateCard,
 
 
 def estimate(manifest: dict[str, Any], rates: RateCard | None = None) -> str:
-    """The expected cost to completion in USD, for the plan: `parallelism` indexes run
-    for the Job's `expectedDuration` (or, failing that, its whole `timeout`, an upper
-    bound), capped by maxCostUSD; `unknown` without either duration."""
+    """The expected cost to completion in USD, for the plan: `parallelism` indexes (a
+    gang: all its ranks) run for the Job's `expectedDuration` (or, failing that, its
+    whole `timeout`, an upper bound), capped by maxCostUSD; `unknown` without either
+    duration."""
     rates = rates or RateCard()
     try:
         spec = parse_job(manifest)
@@ -31,7 +32,7 @@ def estimate(manifest: dict[str, Any], rates: RateCard | None = None) -> str:
     duration = spec.expected_duration if spec.expected_duration is not None else spec.timeout
     if duration is None:
         return "unknown"
-    total = run_rate(spec, rates) * duration * spec.parallelism
+    total = run_rate(spec, rates) * duration * spec.parallelism * spec.members  # a gang: every rank
     if spec.max_cost is not None:
         total = min(total, float(spec.max_cost))
     return format_usd(round(total, 6))

@@ -206,3 +206,23 @@ def test_a_gang_uses_up_max_attempts_as_one_index(local):
     done = local.wait(k, timeout=60)
     assert done.phase == "Failed", done
     assert done.reason == "RecoveryLimitExceeded", done
+
+
+def test_a_gang_is_estimated_and_charged_for_every_rank(local):
+    from decimal import Decimal
+
+    from nodus_gitops.providers.local.config import RateCard
+    from nodus_gitops.providers.local.cost import estimate
+
+    from tests.providers.local.conftest import manifest
+
+    rates = RateCard(cpu_core_hour=1.0, memory_gib_hour=0.5, gpu_hour={"L4": 2.0})
+    m = manifest("e", resources={"cpu": "2", "memory": "2Gi", "gpu": "L4"},
+                 expectedDuration="30m", distributed={"nodes": 3, "gpusPerNode": 2})
+    # each rank: 2 cores + 2 GiB + two L4s = $7/h; three ranks for half an hour
+    assert estimate(m, rates) == "10.5"
+    k = local.create("gang-cost", "import time; time.sleep(1)", distributed={"nodes": 2})
+    done = local.wait(k, timeout=30)
+    single = local.create("single-cost", "import time; time.sleep(1)")
+    alone = local.wait(single, timeout=30)
+    assert Decimal(done.cost_usd) > Decimal(alone.cost_usd) * Decimal("1.5"), (done, alone)
