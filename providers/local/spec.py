@@ -13,7 +13,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from nodus_gitops.floor.gpu import memory_floor
-from nodus_gitops.floor.quantities import DurationError, duration
+from nodus_gitops.floor.quantities import DurationError, duration, parse_quantity
+from nodus_gitops.floor.quantities import parse_cpu as floor_parse_cpu
 
 OUTPUTS_MOUNT = "/nodus/outputs"
 STATE_MOUNT = "/nodus/state"
@@ -24,21 +25,6 @@ DEFAULT_RECOVERY_ATTEMPTS = 3
 DEFAULT_CPU = 1.0
 DEFAULT_MEMORY = 1 << 30
 
-_MEMORY = re.compile(r"^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|Pi|k|K|M|G|T|P)?$")
-_MEMORY_FACTOR = {
-    None: 1,
-    "k": 10**3,
-    "K": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "Ki": 1 << 10,
-    "Mi": 1 << 20,
-    "Gi": 1 << 30,
-    "Ti": 1 << 40,
-    "Pi": 1 << 50,
-}
 _ENV_NAME = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -56,24 +42,20 @@ def parse_duration(value: Any, field_name: str = "duration") -> float:
 
 
 def parse_memory(value: Any, field_name: str = "memory") -> int:
-    """`4Gi`, `512Mi`, `1G` or a byte count -> bytes."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    m = _MEMORY.match(str(value).strip())
-    if not m:
+    """`4Gi`, `512Mi`, `1G` or a byte count -> bytes: the schemas' quantity grammar
+    (floor.quantities), for manifests and settings alike."""
+    found = parse_quantity(value.strip() if isinstance(value, str) else value)
+    if found is None:
         raise SpecError(f"{field_name}: {value!r} is not a quantity such as 512Mi or 4Gi")
-    return int(float(m.group(1)) * _MEMORY_FACTOR[m.group(2)])
+    return found
 
 
 def parse_cpu(value: Any) -> float:
-    """`2`, `0.5` or `500m` -> cores."""
-    text = str(value).strip()
-    try:
-        return float(text[:-1]) / 1000 if text.endswith("m") else float(text)
-    except ValueError:
-        raise SpecError(
-            f"resources.cpu: {value!r} is not a CPU quantity such as 2 or 500m"
-        ) from None
+    """`2`, `0.5` or `500m` -> cores (floor.quantities' grammar)."""
+    found = floor_parse_cpu(value.strip() if isinstance(value, str) else value)
+    if found is None:
+        raise SpecError(f"resources.cpu: {value!r} is not a CPU quantity such as 2 or 500m")
+    return found
 
 
 def parse_money(value: Any, field_name: str = "maxCostUSD") -> Decimal:

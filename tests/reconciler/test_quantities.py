@@ -109,3 +109,20 @@ def test_a_bad_cli_timeout_is_a_usage_error(capsys):
         build_parser().parse_args(["reconcile", "--timeout", "2x"])
     assert exited.value.code == 2
     assert "argument --timeout: '2x' is not a duration" in capsys.readouterr().err
+
+
+@given(st.one_of(st.from_regex(r"\A ?[0-9]{1,4}(\.[0-9]{1,2})?(Ki|Mi|Gi|Ti|Pi|k|K|M|G|T|P|m)? ?\Z"),
+                 st.integers(min_value=0, max_value=2**50), st.text(max_size=6)))
+def test_the_local_backend_reads_quantities_with_the_floors_one_grammar(value) -> None:
+    """Memory in a manifest or a backend setting and CPU: one grammar, the schemas'."""
+    from nodus_gitops.floor.quantities import parse_cpu, parse_quantity
+    from nodus_gitops.providers.local.spec import SpecError, parse_memory
+    from nodus_gitops.providers.local.spec import parse_cpu as local_cpu
+
+    for local, floor in ((parse_memory, parse_quantity), (local_cpu, parse_cpu)):
+        expected = floor(value.strip() if isinstance(value, str) else value)
+        if expected is None:
+            with pytest.raises(SpecError):
+                local(value)
+        else:
+            assert local(value) == expected
