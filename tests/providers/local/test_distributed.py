@@ -226,3 +226,44 @@ def test_a_gang_is_estimated_and_charged_for_every_rank(local):
     single = local.create("single-cost", "import time; time.sleep(1)")
     alone = local.wait(single, timeout=30)
     assert Decimal(done.cost_usd) > Decimal(alone.cost_usd) * Decimal("1.5"), (done, alone)
+
+
+# Rank 1 finishes at once; rank 0 saves a step and waits to be stopped on its first run.
+SUSPENDED_GANG = """
+import os, signal, sys, time
+state = os.path.join(os.environ["NODUS_CHECKPOINT_DIR"], "step")
+step = open(state).read() if os.path.exists(state) else "none"
+print("rank", os.environ["RANK"], "resumes from", step, flush=True)
+open(state, "w").write("saved")
+signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+while os.environ["RANK"] == "0" and step == "none":
+    time.sleep(0.05)
+"""
+
+
+def test_a_suspended_gang_resumes_every_rank_together(local):
+    k = local.create("gang-pause", SUSPENDED_GANG, distributed={"nodes": 2})
+    local.wait(k, lambda o: "resumes" in local.log(k, 1) and "resumes" in local.log(k, 0),
+               timeout=30)
+    local.patch(k, state="Suspended")
+    assert local.wait(k, "Suspended", timeout=30).phase == "Suspended"
+    local.patch(k, state="Running")
+    done = local.wait(k, timeout=30)
+    assert done.phase == "Succeeded", (done, local.run(k).read_events())
+    # rank 1 had finished before the suspend, and still runs again with rank 0
+    for rank in range(2):
+        assert "resumes from saved" in local.log(k, rank), local.log(k, rank)
+
+
+def test_a_gang_without_a_network_is_told_it_cannot_rendezvous(local_factory):
+    from tests.providers.local.conftest import HAS_BWRAP
+
+    if not HAS_BWRAP:
+        import pytest
+
+        pytest.skip("network: none needs bubblewrap, which is not installed")
+    local = local_factory(network="none")
+    k = local.create("gang-alone", "pass", distributed={"nodes": 2})
+    assert local.wait(k, timeout=30).phase == "Succeeded"
+    isolated = [e for e in local.run(k).read_events() if e["reason"] == "GangIsolated"]
+    assert len(isolated) == 1 and isolated[0]["type"] == "Warning", isolated
