@@ -8,6 +8,7 @@ srun starts the same way (one rank per task) as on several nodes."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from pathlib import Path
 
@@ -23,7 +24,7 @@ pytestmark = pytest.mark.slurm
 RANKS = """
 import json, os
 env = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
-                                      "MASTER_PORT", "NODUS_INDEX")}
+                                      "MASTER_PORT", "NODUS_INDEX", "NODUS_OUTPUTS_DIR")}
 print("env", json.dumps(env), flush=True)
 open(os.path.join(os.environ["NODUS_OUTPUTS_DIR"], "result.txt"), "w").write(env["RANK"])
 open(os.path.join(os.environ["NODUS_CHECKPOINT_DIR"], "mine"), "w").write(env["RANK"])
@@ -57,16 +58,18 @@ def test_a_gangs_run_costs_every_node_it_holds():
     assert cost(doc, runs) == 5.0
 
 
-def test_the_gang_wrapper_runs_every_rank_under_srun(slurm):
+@pytest.mark.parametrize("sandbox", ["none", "auto"])
+def test_the_gang_wrapper_runs_every_rank_under_srun(slurm, sandbox):
     """One node, two tasks: srun starts rank 0 and rank 1, each stores its outputs
-    under its rank and keeps its own checkpoint directory."""
+    under its rank and keeps its own checkpoint directory (under bubblewrap where the
+    node has it, as /nodus/outputs and /nodus/state)."""
     spec = parse_job(manifest("gang", RANKS, distributed={"nodes": 2}))
-    job_dir = slurm.root / "gang-wrapper"
+    job_dir = slurm.root / f"gang-wrapper-{sandbox}"
     job_dir.mkdir(parents=True)
     body = _body(spec, job_dir, job_dir)
     body.update(nodes=[1, 1], tasks=2, tasks_per_node=2)  # what this one-node cluster has
     (job_dir / "slurm").mkdir()
-    job_id = slurm.provider.client.submit(submit.script(spec, job_dir, "none"), body)
+    job_id = slurm.provider.client.submit(submit.script(spec, job_dir, sandbox), body)
     try:
         exit_file = job_dir / "exits" / "0-1"
         deadline = time.monotonic() + 90
@@ -86,6 +89,8 @@ def test_the_gang_wrapper_runs_every_rank_under_srun(slurm):
         assert env["RANK"] == str(rank) and env["WORLD_SIZE"] == "2", env
         assert env["LOCAL_RANK"] == "0" and env["NODUS_INDEX"] == "0", env
         assert env["MASTER_ADDR"] and env["MASTER_PORT"] == envs[0]["MASTER_PORT"], env
+        contained = sandbox == "auto" and shutil.which("bwrap") is not None
+        assert (env["NODUS_OUTPUTS_DIR"] == "/nodus/outputs") == contained, env
     assert (job_dir / "outputs" / "result.txt").read_text() == "0"
     assert (job_dir / "outputs" / "rank-1" / "result.txt").read_text() == "1"
     for rank in range(2):
