@@ -80,7 +80,8 @@ class Provider(Protocol):
     def patch(self, workload: Workload, changes: dict[str, Any]) -> Observed:
         """Apply an in-place change (a JSON merge patch of `spec`, metadata labels and
         annotations); `workload` is the full new manifest. Suspending and resuming are
-        such a change (`spec.state`), on every backend."""
+        such a change (`spec.state`), done in place by a backend that declares `Suspends`;
+        Cancelled is one too, and every backend stops the Job for it."""
 
     def delete(self, key: ResourceKey) -> None:
         """Stop and remove the resource and its outputs. Already gone is success."""

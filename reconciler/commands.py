@@ -224,6 +224,7 @@ def cmd_reconcile(args: argparse.Namespace) -> int:
         return _reconcile(service, store, args)
     finally:
         keeper.release_all()
+        service.close()  # its backends: their clients, the local backend's spare supervisor
 
 
 def _reconcile(service, store: Store, args: argparse.Namespace) -> int:

@@ -445,6 +445,10 @@ class GitSource:
 
         return self._network(op)
 
+    def has(self, sha: str) -> bool:
+        """Whether the mirror holds the object `sha` (a commit fetched before)."""
+        return sha in self._repo
+
     def resolve(self, ref: str) -> str:
         """The commit `ref` names: a SHA already fetched, or a branch, tag or other ref
         on the remote (`feature`, `v1.2`, `refs/pull/7/head`), fetched on demand."""

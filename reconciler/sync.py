@@ -64,9 +64,12 @@ class InventoryView:
         self.live: dict[ResourceKey, Live] = {}
         # Keys read again since the last `take_dirty()`; None after a full reload.
         self.dirty: set[ResourceKey] | None = None
+        # Keys not deleted and not in a terminal phase: what a status refresh reads.
+        self.unfinished: set[ResourceKey] = set()
 
     def _load(self) -> None:
         self.recorded, self.live, self.dirty = {}, {}, None
+        self.unfinished = set()
         for r in self.store.list_inventory(binding_id=self.binding_id):
             self._put(r)
 
@@ -75,6 +78,15 @@ class InventoryView:
         self.recorded[r.key] = Recorded(r.key, r.manifest, r.spec_hash, r.source_file or "",
                                         r.phase)
         self.live[r.key] = Live(exists=not r.deleted, phase=r.phase, reason=r.reason)
+        if r.deleted or is_terminal(r.phase):
+            self.unfinished.discard(r.key)
+        else:
+            self.unfinished.add(r.key)
+
+    def all_finished(self) -> bool:
+        """Whether every resource of the binding is deleted or finished, as this view
+        knows it (False before it has read the inventory)."""
+        return self.recorded is not None and not self.unfinished
 
     def state(self) -> tuple[list[Recorded], dict[ResourceKey, Live]]:
         if self.recorded is None:
@@ -100,6 +112,7 @@ class InventoryView:
             if record is None:
                 self.recorded.pop(key, None)
                 self.live.pop(key, None)
+                self.unfinished.discard(key)
             else:
                 self._put(record)
 
@@ -190,6 +203,8 @@ class BindingSync:
     def refresh(self, keys: Iterable[ResourceKey] | None = None) -> int:
         """Read live status of unfinished resources (or only `keys`) into the store and
         this view, and close the run checks of commits whose resources all finished."""
+        if keys is None and not self.open_runs and self.inventory.all_finished():
+            return 0  # nothing to read: the view holds every write made to the binding
         changed, missing = self.applier.refresh(self.binding.id, keys)
         if changed:
             self.inventory.reload(changed)
@@ -227,7 +242,7 @@ class BindingSync:
         `refs/merge-requests/<n>/head` (GitLab), and its branch may share a name with a
         base branch (a fork's `main`): the branch name comes last, and never when it
         names another commit than the one the host said. None: not found."""
-        if head_sha and head_sha in self.source._repo:
+        if head_sha and self.source.has(head_sha):
             return head_sha
         if number is not None:
             for pull in (f"refs/pull/{number}/head", f"refs/merge-requests/{number}/head"):

@@ -230,3 +230,22 @@ def test_reconcile_with_a_config_reconciles_only_the_binding_named(
     done = run_cli("reconcile", "--config", str(config), "--binding", "team-c", "--once")
     assert done.returncode == 1 and "no repo binding 'team-c'" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_reconcile_closes_the_backends_it_built(manifest_repo: ManifestRepo, tmp_path: Path,
+                                                monkeypatch, capsys) -> None:
+    import nodus_gitops.wiring
+
+    built: list[FakeProvider] = []
+
+    def fake_backend(name: str, settings: dict, state_dir: Path) -> FakeProvider:
+        built.append(FakeProvider())
+        return built[-1]
+
+    monkeypatch.setattr(nodus_gitops.wiring, "build_backend", fake_backend)
+    manifest_repo.write("a.yaml", JOB.format(name="a", cap="0.25"))
+    manifest_repo.commit("a")
+    manifest_repo.push()
+    assert main(["reconcile", "--repo", manifest_repo.push_url, "--branch", "main",
+                 "--state-dir", str(tmp_path / "s"), "--once"]) == 0, capsys.readouterr()
+    assert built and all(p.closed for p in built)
