@@ -15,7 +15,13 @@ command itself without a sandbox), in this order:
 2. join the run's memory cgroup, set RLIMIT_AS (memory fallback) and RLIMIT_FSIZE (no
    single file beyond the output cap);
 3. drop to the run user (groups, gid, uid): bubblewrap then starts unprivileged;
-4. die with the supervisor (PR_SET_PDEATHSIG, set after the drop, which clears it).
+4. enter a Landlock domain of the run's own (`landlock`), where the kernel can scope one:
+   no abstract Unix socket or process outside the run is reachable from it;
+5. die with the supervisor (PR_SET_PDEATHSIG, set after the drop, which clears it).
+
+Every staged path is opened without following a symbolic link at any component: the
+host checked the run's inputs once, before, and a Job (or one holding a descriptor of
+its directories) may have swapped a directory for a link to a host path since.
 
 A failure is written to the run's log (stderr is already the log pipe) and the child
 exits 126, so the run fails with the reason in its log.
@@ -24,13 +30,15 @@ exits 126, so the run fails with the reason in its log.
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
 import resource
 import signal
+import stat
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from nodus_gitops.providers.local import runfs
+from nodus_gitops.providers.local import landlock, runfs
 from nodus_gitops.providers.local.runuser import RunUser
 
 STAGE = "/mnt"  # the mount point of the staging tmpfs, in the child's own mount namespace
@@ -53,6 +61,53 @@ def _check(result: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
+def open_without_links(path: str) -> int:
+    """An O_PATH descriptor of the absolute `path`, walked from / one component at a
+    time, refusing a symbolic link anywhere (ELOOP) and `..`."""
+    fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    try:
+        for n, part in enumerate(parts):
+            if part == "..":
+                raise OSError(errno.EINVAL, f"{path}: '..' is refused")
+            last = n == len(parts) - 1
+            flags = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC | (0 if last else os.O_DIRECTORY)
+            try:
+                nxt = os.open(part, flags, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(
+                        f"/proc/self/fd/{fd}/{part}"):
+                    exc = OSError(errno.ELOOP, "")
+                raise _refused(path, parts[: n + 1], exc) from None
+            os.close(fd)
+            fd = nxt
+            if last and stat.S_ISLNK(os.fstat(fd).st_mode):  # O_PATH opens a link itself
+                raise _refused(path, parts, OSError(errno.ELOOP, ""))
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def link_problem(path: str) -> str | None:
+    """Why `path` cannot be bound into a run (a link at some component, or it is not
+    there); None when it can. The host's look before the runs: the child's own open
+    is what holds."""
+    try:
+        os.close(open_without_links(path))
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None
+
+
+def _refused(path: str, walked: list[str], exc: OSError) -> OSError:
+    where = "/" + "/".join(walked)
+    if exc.errno == errno.ELOOP:
+        return OSError(errno.ELOOP, f"{path}: {where} is a symbolic link; a run's "
+                       "directories and inputs are never bound through a link")
+    return OSError(exc.errno, f"{path}: {where}: {os.strerror(exc.errno or 0)}")
+
+
 def _stage(sources: Sequence[str], filesystems: Sequence[tuple[str, str]] = (),
            foreign: Sequence[str] = ()) -> None:
     _check(_LIBC.unshare(_CLONE_NEWNS), "unshare a mount namespace")
@@ -66,7 +121,7 @@ def _stage(sources: Sequence[str], filesystems: Sequence[tuple[str, str]] = (),
                 raise OSError(f"mount the input filesystem {image}: {exc}") from None
     # Opened in this namespace (a bind from another namespace's mount is refused) and
     # before the tmpfs, which may cover them.
-    fds = [os.open(src, os.O_PATH | os.O_CLOEXEC) for src in sources]
+    fds = [open_without_links(src) for src in sources]
     _check(_LIBC.mount(b"tmpfs", STAGE.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV,
                        b"mode=0755,size=64k"), "mount the staging tmpfs")
     for i, fd in enumerate(fds):
@@ -96,6 +151,7 @@ def make_preexec(
     sources = list(stage)
     fs = list(filesystems)
     foreign = runfs.foreign_mounts(sources) if sources else []  # read here, not in the child
+    scoped = user is not None and landlock.scoping() is None  # contained, and it can be
 
     def preexec() -> None:
         try:
@@ -113,6 +169,8 @@ def make_preexec(
                 os.setgroups([])
                 os.setresgid(user.gid, user.gid, user.gid)
                 os.setresuid(user.uid, user.uid, user.uid)
+            if scoped:
+                landlock.scope_self()
             _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
         except OSError as exc:
             os.write(2, f"nodus: cannot set up the run: {exc}\n".encode())

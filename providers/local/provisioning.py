@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from nodus_gitops.floor.phases import Reason
-from nodus_gitops.providers.local import jobstate, placement, runfs
+from nodus_gitops.providers.local import child, jobstate, placement, runfs
 from nodus_gitops.providers.local.placement import Placement
 from nodus_gitops.providers.local.rundir import RunDir
 from nodus_gitops.providers.local.runtime import holding, venv_roots
@@ -83,13 +83,17 @@ def _inputs(spec: JobSpec, root: Path, sb: Sandbox) -> tuple[tuple[str, str], ..
             if not inp.path or not os.path.exists(inp.path):
                 raise ProvisionError(Reason.STORAGE_UNAVAILABLE, f"input {inp.name} has no "
                                      f"readable path ({inp.path or 'unset'})")
+            if sb.contained and (link := child.link_problem(inp.path)):
+                raise ProvisionError(Reason.STORAGE_UNAVAILABLE, f"input {inp.name}: {link}")
             continue
+        link = None
         if not sb.contained:
             problem = runfs.readable(disk)
             found = problem is None and os.path.exists(inp.path)
         else:
             with runfs.reading(disk) as problem:
                 found = problem is None and os.path.exists(inp.path)
+                link = child.link_problem(inp.path) if found else None
             image = disk / runfs.IMAGE_NAME
             if image.exists() and (str(image), str(disk / runfs.FILES)) not in filesystems:
                 filesystems.append((str(image), str(disk / runfs.FILES)))
@@ -97,6 +101,8 @@ def _inputs(spec: JobSpec, root: Path, sb: Sandbox) -> tuple[tuple[str, str], ..
             raise ProvisionError(Reason.STORAGE_UNAVAILABLE,
                                  f"input {inp.name} has no readable path ({inp.path}"
                                  f"{': ' + problem if problem else ''})")
+        if link:
+            raise ProvisionError(Reason.STORAGE_UNAVAILABLE, f"input {inp.name}: {link}")
     return tuple(filesystems)
 
 

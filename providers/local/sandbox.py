@@ -14,6 +14,9 @@ its supervisor. Its root is a fresh tmpfs holding only:
   file directory, the source checkout, the `nodus` shim read-only, and read-only
   /nodus/inputs/<name>.
 
+Each run is its own Landlock domain where the kernel can scope one (`landlock`): its
+processes reach each other's abstract Unix sockets, never another run's or the host's.
+
 Nothing of the state directory, the config, the repository mirror or other runs is
 mounted, and the run's own PID namespace shows no process of the host. The program
 that builds this, bubblewrap, is always the absolute path resolved when the backend
@@ -27,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from nodus_gitops.providers.local import landlock
 from nodus_gitops.providers.local.child import staged_path
 from nodus_gitops.providers.local.runuser import RunUser
 from nodus_gitops.providers.local.spec import INPUTS_MOUNT, OUTPUTS_MOUNT, STATE_MOUNT
@@ -93,8 +97,13 @@ class Sandbox:
             return ("sandbox: none: the command runs as the reconciler's own user and sees "
                     "the whole machine")
         net = "shared with the host" if self.network == "shared" else "none (loopback only)"
+        missing = landlock.scoping()
+        scope = ("; a Landlock domain of its own: no abstract Unix socket or process outside "
+                 "the run is reachable" if missing is None else
+                 f"; not scoped by Landlock ({missing}): with network: shared, runs can reach "
+                 "each other's and the host's abstract Unix sockets")
         return (f"bubblewrap: runs as {self.user.describe()}, in namespaces of its own "
-                f"(network: {net}), seeing only the runtime and its own /nodus")
+                f"(network: {net}), seeing only the runtime and its own /nodus{scope}")
 
 
 def runtime_args() -> list[str]:

@@ -140,6 +140,10 @@ except OSError as exc:
                                                    ("none", "ConnectionRefusedError")])
 def test_the_network_is_shared_unless_the_config_says_none(local_factory, listener, network,
                                                            expected):
+    from nodus_gitops.providers.local import landlock
+
+    if listener.startswith("abstract:") and network == "shared" and landlock.scoping() is None:
+        expected = "PermissionError"  # the host's, in the shared namespace: out of scope
     local = local_factory(network=network)
     k = local.create(f"net-{network}", command=[sys.executable, "-c", CONNECT, listener])
     done = local.wait(k)
