@@ -6,7 +6,9 @@ Where a Job has a filesystem of its own (`runfs`), the kernel holds it to its ca
 measuring it is one statfs, done at every pass of its supervisor. Elsewhere (polled)
 the directories are walked, as below.
 
-The Jobs together: every Job that started a run and has not finished is registered
+The Jobs together: every Job that started a run and has not finished (or whose image
+is still held on a loop device after it finished: an open file keeps a lazily unmounted
+filesystem alive, and writable) is registered
 under `<root>/.disk-reservations/` with what it may still write to the host's disk (its
 image's holes, or its cap less what it wrote). A run starts only while the free space
 less all of that, and less what the Job itself may still write, stays above
@@ -121,9 +123,13 @@ def reserving(root: Path) -> Iterator[None]:
 
 def reserve(root: Path, uid: str, run_path: Path, cap: int, image: Path | None,
             used: int = 0) -> None:
+    try:  # what the image may take at most, for when it is unlinked but still held
+        image_bytes = os.stat(image).st_size if image else None
+    except OSError:
+        image_bytes = None
     write_json(_registry(root) / f"{uid}.json",
                {"run": str(run_path), "cap": cap, "image": str(image) if image else None,
-                "used": used})
+                "imageBytes": image_bytes, "used": used})
 
 
 def note_used(root: Path, uid: str, used: int) -> None:
@@ -135,22 +141,39 @@ def note_used(root: Path, uid: str, used: int) -> None:
         write_json(path, entry)
 
 
+def _held(entry: dict[str, Any]) -> bool:
+    """A finished Job's image still alive on a loop device (a file of it held open, by
+    whichever process): it can grow, so it stays reserved until it is released."""
+    from nodus_gitops.providers.local.runfs import image_held
+
+    return bool(entry.get("image")) and image_held(Path(entry["image"]))
+
+
 def release(root: Path, uid: str) -> None:
-    (_registry(root) / f"{uid}.json").unlink(missing_ok=True)
+    """The Job finished or went: its entry goes, unless its image is still held
+    (`reserved` drops it once it is not)."""
+    path = _registry(root) / f"{uid}.json"
+    entry = read_json(path)
+    if entry is not None and _held(entry):
+        return
+    path.unlink(missing_ok=True)
 
 
 def still_writable(entry: dict[str, Any]) -> int:
-    """What a registered Job may still write to the host's disk."""
+    """What a registered Job may still write to the host's disk: an image its holes
+    (all of it when unlinked: it can no longer be looked at)."""
     from nodus_gitops.providers.local.runfs import growth
 
     if entry.get("image"):
-        return growth(Path(entry["image"]))
+        if os.path.exists(entry["image"]):
+            return growth(Path(entry["image"]))
+        return int(entry.get("imageBytes") or entry["cap"])
     return max(0, int(entry["cap"]) - int(entry.get("used", 0)))
 
 
 def reserved(root: Path, exclude: str | None = None) -> int:
     """What the registered Jobs (but `exclude`) may still write; entries of Jobs that
-    finished or whose run directory is gone are dropped."""
+    finished or whose run directory is gone are dropped once their image is released."""
     from nodus_gitops.floor.phases import is_terminal
 
     total = 0
@@ -166,7 +189,7 @@ def reserved(root: Path, exclude: str | None = None) -> int:
         if entry is None:
             continue
         st = read_json(Path(entry["run"]) / "status.json")
-        if st is None or is_terminal(st.get("phase")):
+        if (st is None or is_terminal(st.get("phase"))) and not _held(entry):
             path.unlink(missing_ok=True)
             continue
         total += still_writable(entry)

@@ -433,6 +433,31 @@ def _unescape(field: str) -> str:
     return field.encode().decode("unicode_escape").encode("latin-1").decode(errors="replace")
 
 
+def image_held(image: Path) -> bool:
+    """True while a writable loop device is backed by `image`, unlinked or not: a
+    finished Job's filesystem kept alive by an open file (a lazy unmount), which can
+    still grow. A device attached read-only (a finished Job's outputs being read) is not."""
+    wanted = os.path.realpath(image)
+    try:
+        entries = os.listdir("/sys/block")
+    except OSError:
+        return False
+    for name in entries:
+        if name.startswith("loop"):
+            try:
+                backing = Path(f"/sys/block/{name}/loop/backing_file").read_text().strip()
+            except OSError:
+                continue
+            if backing in (wanted, f"{wanted} (deleted)"):
+                try:
+                    if Path(f"/sys/block/{name}/ro").read_text().strip() == "1":
+                        continue
+                except OSError:
+                    pass
+                return True
+    return False
+
+
 def _loop_ext4_mounts() -> Iterator[tuple[str, str]]:
     """(mount point, device) of every ext4 filesystem on a loop device in this mount
     namespace."""

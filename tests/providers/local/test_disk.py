@@ -145,3 +145,68 @@ def test_new_runs_wait_while_the_disk_is_under_the_floor(small_disk: Path) -> No
         assert cond["status"] == "False"
     finally:
         local.cleanup()
+
+
+# The Job makes a file, then waits until someone outside it holds the file open.
+MAKES_HELD_FILE = """
+import os, time
+open("/nodus/work/grow", "wb").close()
+while not os.path.exists("/nodus/work/held"):
+    time.sleep(0.05)
+"""
+# A process that keeps a finished Job's file open and writes through it when told.
+HOLDER = """
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+open(sys.argv[2], "w").close()
+print("held", flush=True)
+for line in sys.stdin:
+    os.write(fd, b"x" * (4 << 20))
+    os.fsync(fd)
+    print("wrote", flush=True)
+"""
+
+
+@pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap is not installed")
+def test_a_finished_jobs_image_held_open_stays_reserved_until_it_is_released(local_factory):
+    import subprocess
+    import sys
+    import time
+
+    from nodus_gitops.providers.local import diskuse, runfs
+
+    local = local_factory(max_output_bytes="16Mi")
+    if local.provider.settings()["disk"]["type"] != "filesystem":
+        pytest.skip("Jobs have no filesystem of their own here (root and loop devices)")
+    k = local.create("kept", MAKES_HELD_FILE)
+    local.wait(k, lambda o: o.status["active"] == 1)
+    run = local.run(k)
+    grow = run.work / "grow"
+    deadline = time.monotonic() + 20
+    while not grow.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(grow), str(run.work / "held")],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        done = local.wait(k)
+        assert done.phase == "Succeeded"
+        # finished, unmounted lazily: the held file keeps the filesystem writable
+        image_bytes = run.image.stat().st_size
+        reserved = diskuse.reserved(local.root)
+        assert reserved >= 16 << 20, (reserved, image_bytes)
+        holder.stdin.write("grow\n")
+        holder.stdin.flush()
+        assert holder.stdout.readline().strip() == "wrote"
+        assert diskuse.reserved(local.root) >= 12 << 20  # what it may still take, counted
+        local.provider.delete(k)  # the image is unlinked, still held
+        assert not run.image.exists()
+        assert diskuse.reserved(local.root) >= 16 << 20
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    deadline = time.monotonic() + 20
+    while diskuse.reserved(local.root) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the last close released the filesystem, then its loop device
+    assert diskuse.reserved(local.root) == 0
+    assert not runfs.image_held(run.image)
