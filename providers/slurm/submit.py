@@ -89,6 +89,10 @@ def not_honoured(spec: JobSpec) -> list[str]:
     if spec.complete_by:
         notes.append(f"completeByTime ({spec.complete_by}): the slurm backend has no "
                      "capacity to pick by time; the Job waits in the partition's queue")
+    if spec.source:
+        notes.append(f"source.git ({spec.source.repo}@{spec.source.ref}): the slurm backend "
+                     "fetches no source; the command runs in its working directory on the "
+                     "shared root without the checkout (put the code there, or in the image)")
     return notes
 
 

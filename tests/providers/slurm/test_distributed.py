@@ -135,3 +135,6 @@ def test_fields_slurm_cannot_honour_are_in_the_status(slurm):
     assert o.status["slurm"]["partition"] == "eu"  # regions are honoured as partitions
     plain = slurm.create("plain", "pass")
     assert "notHonoured" not in slurm.wait(plain, lambda o: o.phase == Phase.SUCCEEDED).status
+    fetched = slurm.create("fetched", "pass", source={"git": {"repo": "team/code", "ref": "v1"}})
+    [note] = slurm.wait(fetched, lambda o: o.phase == Phase.SUCCEEDED).status["notHonoured"]
+    assert note.startswith("source.git (team/code@v1): the slurm backend fetches no source")
