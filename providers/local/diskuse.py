@@ -10,7 +10,9 @@ The Jobs together: every Job that started a run and has not finished (or whose i
 is still held on a loop device after it finished: an open file keeps a lazily unmounted
 filesystem alive, and writable) is registered
 under `<root>/.disk-reservations/` with what it may still write to the host's disk (its
-image's holes, or its cap less what it wrote). A run starts only while the free space
+image's holes, or its cap less what it wrote, and for each run it started the run's
+log cap: logs live outside the Job's filesystem, and many parallel runs each logging
+up to maxLogBytes could fill the disk otherwise). A run starts only while the free space
 less all of that, and less what the Job itself may still write, stays above
 minFreeBytes; else the Job waits Queued with a DiskPressure condition. Registering is
 done under a lock, with the check, so two Jobs cannot both take the last room.
@@ -121,15 +123,35 @@ def reserving(root: Path) -> Iterator[None]:
         yield
 
 
+# What a run adds to the state directory's disk besides its log: its events, its
+# sandbox record, the log's own notes.
+RUN_RECORD_BYTES = 64 << 10
+
+
+def log_bytes(runs: int, max_log: int) -> int:
+    """What `runs` running runs may add to the disk outside the Job's own filesystem:
+    each its log (`logsink`: at most maxLogBytes) and its records."""
+    return runs * (max_log + RUN_RECORD_BYTES)
+
+
 def reserve(root: Path, uid: str, run_path: Path, cap: int, image: Path | None,
-            used: int = 0) -> None:
+            used: int = 0, logs: int = 0) -> None:
     try:  # what the image may take at most, for when it is unlinked but still held
         image_bytes = os.stat(image).st_size if image else None
     except OSError:
         image_bytes = None
     write_json(_registry(root) / f"{uid}.json",
                {"run": str(run_path), "cap": cap, "image": str(image) if image else None,
-                "imageBytes": image_bytes, "used": used})
+                "imageBytes": image_bytes, "used": used, "logs": logs})
+
+
+def note_logs(root: Path, uid: str, logs: int) -> None:
+    """What the Job's running runs may add through their logs (`log_bytes`) changed."""
+    path = _registry(root) / f"{uid}.json"
+    entry = read_json(path)
+    if entry is not None and int(entry.get("logs", 0)) != logs:
+        entry["logs"] = logs
+        write_json(path, entry)
 
 
 def note_used(root: Path, uid: str, used: int) -> None:
@@ -161,14 +183,15 @@ def release(root: Path, uid: str) -> None:
 
 def still_writable(entry: dict[str, Any]) -> int:
     """What a registered Job may still write to the host's disk: an image its holes
-    (all of it when unlinked: it can no longer be looked at)."""
+    (all of it when unlinked: it can no longer be looked at), and its runs' logs."""
     from nodus_gitops.providers.local.runfs import growth
 
+    logs = int(entry.get("logs", 0))
     if entry.get("image"):
         if os.path.exists(entry["image"]):
-            return growth(Path(entry["image"]))
-        return int(entry.get("imageBytes") or entry["cap"])
-    return max(0, int(entry["cap"]) - int(entry.get("used", 0)))
+            return growth(Path(entry["image"])) + logs
+        return int(entry.get("imageBytes") or entry["cap"]) + logs
+    return max(0, int(entry["cap"]) - int(entry.get("used", 0))) + logs
 
 
 def reserved(root: Path, exclude: str | None = None) -> int:
@@ -210,9 +233,10 @@ def floor_condition(st: dict[str, Any], path: Path, floor: int, now: float,
                f"minFreeBytes {floor}: new runs wait for space")
         if reserved or needed:
             msg = (f"{free} bytes free where the Job's files are; the running Jobs may "
-                   f"still write {reserved} and this Job {needed} (its maxOutputBytes), "
+                   f"still write {reserved} and this Job {needed} (its maxOutputBytes, "
+                   f"and maxLogBytes for each of its runs), "
                    f"which would leave less than the local backend's minFreeBytes {floor}: "
-                   "new runs wait for space (or lower maxOutputBytes)")
+                   "new runs wait for space (or lower maxOutputBytes or maxLogBytes)")
         jobstate.set_condition(st, "DiskPressure", True, "LowDiskSpace", msg, now)
         return False, True, msg
     if was_low and not low:

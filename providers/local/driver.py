@@ -419,9 +419,12 @@ class JobDriver:
         """New runs wait while the runs' file system, less what the unfinished Jobs and
         this one may still write, would have less free space than the floor, so that
         the state database never competes with Job files for the last bytes."""
+        logs = diskuse.log_bytes(len(self.active) + 1, int(self.settings["maxLogBytes"]))
         allowed, changed, began = diskuse.floor_condition(
             self.st, self.run.path, int(self.settings["minFreeBytes"]), now,
-            diskuse.reserved(self.root, exclude=self.uid), self._still_writable())
+            diskuse.reserved(self.root, exclude=self.uid), self._still_writable() + logs)
+        if allowed and self.attached:
+            diskuse.note_logs(self.root, self.uid, logs)
         if began:
             self.event("WaitingForDisk", began, warning=True)
         if not allowed and not self.active and self.phase != Phase.QUEUED:
@@ -476,7 +479,8 @@ class JobDriver:
             if not (self.own_fs and how == "spare"):  # a spare's are made
                 self.run.make_job_dirs(self.sandbox.user)
             diskuse.reserve(self.root, self.uid, self.run.path, self.max_output,
-                            self.run.image if self.own_fs else None)
+                            self.run.image if self.own_fs else None,
+                            logs=diskuse.log_bytes(1, int(self.settings["maxLogBytes"])))
         self.st["disk"] = self.disk["type"]
         jobstate.set_condition(self.st, "DiskLimited", self.own_fs,
                                "OwnFilesystem" if self.own_fs else "Polled",

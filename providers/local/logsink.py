@@ -1,8 +1,8 @@
 """A run's log with a size cap: the supervisor reads the run's output from a pipe and
 writes it here, keeping the first half of the cap in the log file as it comes and the
 last half in a ring file of fixed size, which is appended after a line saying how many
-bytes were cut when the run ends. A run can therefore never write more than the cap to
-disk through its log, however much it prints.
+bytes were cut when the run ends (the ring read, then removed first). A run can
+therefore never have more than the cap on disk through its log, however much it prints.
 
 A write the disk refuses (it is full) is dropped and counted, never raised: the
 supervisor must keep its own records going.
@@ -93,13 +93,15 @@ class LogSink:
                 tail = self._ring_in_order()
             except OSError:
                 tail = b""
+            # the ring's blocks go before the tail is written again: the log never takes
+            # more than the cap on disk, even for a moment (what the disk floor counts)
+            os.close(self._ring)
+            self._ring = None
+            self._ring_path.unlink(missing_ok=True)
             self._note(f"[nodus: {self.cut} bytes of this log were cut here: a run's log "
                        f"keeps its first {_size(self.head_limit)} and its last "
                        f"{_size(self.tail_limit)} (the local backend's maxLogBytes)]")
             self._write(self._fd, tail)
-            os.close(self._ring)
-            self._ring = None
-            self._ring_path.unlink(missing_ok=True)
         if self.lost:
             self._note(f"[nodus: {self.lost} bytes of output were lost: the disk was full]")
         os.close(self._fd)

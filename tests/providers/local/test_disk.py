@@ -125,7 +125,7 @@ def test_a_job_writing_past_the_output_cap_fails_with_the_fix(local_factory, how
 
 
 def test_new_runs_wait_while_the_disk_is_under_the_floor(small_disk: Path) -> None:
-    local = Local(small_disk / "local", local_config(min_free_bytes="8Mi",
+    local = Local(small_disk / "local", local_config(min_free_bytes="8Mi", max_log_bytes="1Mi",
                                                      max_output_bytes="1Mi"))
     try:
         ballast = small_disk / "ballast"
@@ -210,3 +210,36 @@ def test_a_finished_jobs_image_held_open_stays_reserved_until_it_is_released(loc
         time.sleep(0.1)  # the last close released the filesystem, then its loop device
     assert diskuse.reserved(local.root) == 0
     assert not runfs.image_held(run.image)
+
+
+LOGS_3MIB = """
+import sys, time
+line = "y" * 1023 + "\\n"
+for _ in range(3 * 1024):
+    sys.stdout.write(line)
+sys.stdout.flush()
+time.sleep(1)
+"""
+
+
+@pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap is not installed")
+def test_many_parallel_runs_logging_cannot_fill_the_disk(small_disk: Path) -> None:
+    """24 MiB of disk; 12 parallel runs each logging 3 MiB (under maxLogBytes) would take
+    36: each run's log cap counts against the floor, so later runs wait instead."""
+    local = Local(small_disk / "local", local_config(min_free_bytes="2Mi",
+                                                     max_output_bytes="1Mi",
+                                                     max_log_bytes="4Mi"))
+    try:
+        k = local.create("chatty", LOGS_3MIB, completions=12, parallelism=12)
+        waiting = local.wait(k, lambda o: o.status["active"] == 0 and any(
+            c["type"] == "DiskPressure" and c["status"] == "True"
+            for c in o.status["conditions"]) or o.phase in ("Succeeded", "Failed"),
+            timeout=120)
+        assert waiting.phase == "Queued", waiting
+        assert 0 < len(waiting.status["completedIndexes"]) < 12
+        for log in (local.run(k).logs).glob("*.log"):
+            text = log.read_text()
+            assert "lost" not in text[-300:], (log.name, text[-300:])
+        assert os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize >= 1 << 20
+    finally:
+        local.cleanup()

@@ -117,7 +117,9 @@ class StateDir:
         self.leases = LeaseKeeper(self.store, ["w"], replica="r1", ttl=30)
         gained, _ = self.leases.tick()
         assert gained == {"w"}
-        self.local = Local(self.path / "local", local_config(**config))
+        # each run's log cap counts against the floor too: a small one on a small disk
+        self.local = Local(self.path / "local",
+                           local_config(**{"max_log_bytes": "1Mi", **config}))
         self.failures: list[str] = []
         self.least_free = free(disk)
 
