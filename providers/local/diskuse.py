@@ -55,9 +55,11 @@ def free_bytes(path: Path) -> int | None:
 
 
 def tree_bytes(roots: Iterable[Path]) -> int:
-    """What the entries under `roots` take: each regular file its size, at least
-    ENTRY_BYTES, and every other entry (directory, link, FIFO) ENTRY_BYTES; links are not
-    followed, and a file with several names counts once."""
+    """What the entries under `roots` take: each regular file the larger of its size
+    and its allocated blocks (a file can hold blocks past its end: fallocate's
+    KEEP_SIZE), at least ENTRY_BYTES, and every other entry (directory, link, FIFO) its
+    blocks, at least ENTRY_BYTES; links are not followed, and a file with several names
+    counts once."""
     seen: set[tuple[int, int]] = set()
     total = 0
     stack = [str(r) for r in roots]
@@ -78,7 +80,8 @@ def tree_bytes(roots: Iterable[Path]) -> int:
                     if (st.st_dev, st.st_ino) in seen:
                         continue
                     seen.add((st.st_dev, st.st_ino))
-                total += max(ENTRY_BYTES, st.st_size if stat.S_ISREG(st.st_mode) else 0)
+                size = st.st_size if stat.S_ISREG(st.st_mode) else 0
+                total += max(ENTRY_BYTES, size, st.st_blocks * 512)
     return total
 
 

@@ -243,3 +243,23 @@ def test_many_parallel_runs_logging_cannot_fill_the_disk(small_disk: Path) -> No
         assert os.statvfs(small_disk).f_bavail * os.statvfs(small_disk).f_frsize >= 1 << 20
     finally:
         local.cleanup()
+
+
+# Blocks past the file's end: its size stays 0 (fallocate -n, FALLOC_FL_KEEP_SIZE).
+KEEPS_SIZE = """
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open("/nodus/outputs/hidden", os.O_WRONLY | os.O_CREAT, 0o600)
+done = libc.fallocate(fd, 1, ctypes.c_long(0), ctypes.c_long(64 << 20))
+print("allocated" if done == 0 else f"refused {ctypes.get_errno()}", flush=True)
+time.sleep(60)
+"""
+
+
+def test_blocks_allocated_past_a_files_end_count_against_a_polled_cap(local_factory):
+    local = local_factory(max_output_bytes="8Mi", disk_limit="polled")
+    k = local.create("keeps-size", KEEPS_SIZE)
+    done = local.wait(k, timeout=40)
+    assert local.log(k).startswith("allocated"), local.log(k)
+    assert (done.phase, done.reason) == ("Failed", "OutputLimitExceeded"), done
+    assert done.status["disk"] == "polled"
