@@ -14,7 +14,8 @@ image's holes, or its cap less what it wrote, and for each run it started the ru
 log cap: logs live outside the Job's filesystem, and many parallel runs each logging
 up to maxLogBytes could fill the disk otherwise). A run starts only while the free space
 less all of that, and less what the Job itself may still write, stays above
-minFreeBytes; else the Job waits Queued with a DiskPressure condition. Registering is
+minFreeBytes, and while the disk has free inodes (`free_inodes`); else the Job waits
+Queued with a DiskPressure condition. Registering is
 done under a lock, with the check, so two Jobs cannot both take the last room.
 
 Every entry counts at least one block (`ENTRY_BYTES`): an empty file, a directory or a
@@ -43,6 +44,20 @@ from nodus_gitops.providers.local import jobstate
 MIN_INTERVAL = 2.0
 WALK_FACTOR = 20.0
 ENTRY_BYTES = 4096  # the least any file, directory or link counts
+MIN_FREE_INODES = 4096  # the most the inode floor asks for
+
+
+def free_inodes(path: Path) -> tuple[int, int] | None:
+    """(inodes an unprivileged writer may still take on `path`'s file system, the floor
+    under which no new run starts: 5% of its inodes, at most 4096); None where the file
+    system does not count inodes."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return None
+    if st.f_files == 0:  # no fixed inode count (btrfs reports 0)
+        return None
+    return st.f_favail, min(MIN_FREE_INODES, st.f_files // 20)
 
 
 def free_bytes(path: Path) -> int | None:
@@ -228,13 +243,20 @@ def floor_condition(st: dict[str, Any], path: Path, floor: int, now: float,
     DiskPressure condition: (allowed, status changed, the message when pressure began).
     `reserved`: what other Jobs may still write; `needed`: what this Job may."""
     free = free_bytes(path)
-    low = free is not None and free - reserved - needed < floor
+    inodes = free_inodes(path)
+    short_of_inodes = inodes is not None and inodes[0] < inodes[1]
+    low = (free is not None and free - reserved - needed < floor) or short_of_inodes
     was_low = any(c["type"] == "DiskPressure" and c["status"] == "True"
                   for c in st["conditions"])
     if low and not was_low:
         msg = (f"{free} bytes free where the Job's files are, under the local backend's "
                f"minFreeBytes {floor}: new runs wait for space")
-        if reserved or needed:
+        if short_of_inodes:
+            assert inodes is not None
+            msg = (f"{inodes[0]} inodes free where the Job's files are, under the floor "
+                   f"of {inodes[1]} (5% of the disk's, at most {MIN_FREE_INODES}): new runs "
+                   "wait for files to be removed")
+        elif reserved or needed:
             msg = (f"{free} bytes free where the Job's files are; the running Jobs may "
                    f"still write {reserved} and this Job {needed} (its maxOutputBytes, "
                    f"and maxLogBytes for each of its runs), "

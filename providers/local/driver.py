@@ -39,7 +39,7 @@ from nodus_gitops.providers.local import (
 from nodus_gitops.providers.local.config import RateCard
 from nodus_gitops.providers.local.cost import run_rate
 from nodus_gitops.providers.local.placement import Placement
-from nodus_gitops.providers.local.rundir import RunDir
+from nodus_gitops.providers.local.rundir import KEPT_ATTEMPTS, RunDir
 from nodus_gitops.providers.local.sandbox import Sandbox, checkpoint_points
 from nodus_gitops.providers.local.spec import STATE_MOUNT, compact_indexes, parse_job
 
@@ -561,6 +561,9 @@ class JobDriver:
         attempt = st["indexAttempts"].get(str(index), 0) + 1
         self._drop_run_outputs(index)  # left by a run lost with its supervisor
         self.run.make_run_dirs(index, attempt, self.checkpoints, self.sandbox.user)
+        if self.run.prune_attempts(index, attempt):
+            self.event("AttemptsPruned", f"only the last {KEPT_ATTEMPTS} attempts of "
+                       "each index keep their log and records: older ones were removed")
         assert self.place is not None
         real_gpus = [s.index for s in lease.slots if not s.simulated] if lease else []
         started = launch.build(self.spec, self.run, self.place, index, attempt,

@@ -11,7 +11,7 @@ appended one JSON object a line.
     control.json     written by the provider: desired state, timeout, cost cap
     supervisor.json  pid and /proc start time of the supervisor process
     events.jsonl     lifecycle events
-    logs/<index>-<attempt>.log
+    logs/<index>-<attempt>.log       the last KEPT_ATTEMPTS attempts of each index
     sandbox/<index>-<attempt>.json   bubblewrap's status: the run's PID namespace
     disk/files/      everything the Job writes: outputs/ state/<index>/ work/ source/
                      units/<index>-<attempt>.jsonl, run-outputs/<index>-<attempt>/; the
@@ -47,6 +47,9 @@ from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.providers.local.runuser import RunUser
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$")
+
+KEPT_ATTEMPTS = 10  # attempts of an index whose log and records stay
+PRUNED_MARK = ".pruned"  # in logs/: older attempts' files were removed
 
 
 def check_name(text: str, what: str) -> str:
@@ -197,6 +200,31 @@ class RunDir:
             _owned_dir(path, user)
         self.run_outputs.mkdir(mode=0o700, exist_ok=True)
         _owned_dir(self.run_outputs_for(index, attempt), user)
+
+    def prune_attempts(self, index: int, attempt: int, keep: int = KEPT_ATTEMPTS) -> bool:
+        """Remove the log, sandbox record and units file of `index`'s attempts before the
+        last `keep` up to `attempt`: a Job retried without end (a huge backoffLimit)
+        must not use up the disk's inodes one attempt at a time. True the first time
+        any attempt's files of this Job go (`logs/.pruned` remembers it)."""
+        gone = False
+        for old in range(attempt - keep, 0, -1):  # back to the last one pruned before
+            log = self.log_for(index, old)
+            paths = (log, log.with_name(f".{log.name}.tail"),
+                     self.sandbox_status_for(index, old), self.units_for(index, old))
+            found = False
+            for path in paths:
+                try:
+                    path.unlink()
+                    found = True
+                except FileNotFoundError:
+                    pass
+            if not found:
+                break
+            gone = True
+        if not gone or (self.logs / PRUNED_MARK).exists():
+            return False
+        (self.logs / PRUNED_MARK).touch()
+        return True
 
     def exists(self) -> bool:
         return self.manifest.exists()

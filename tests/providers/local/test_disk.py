@@ -263,3 +263,45 @@ def test_blocks_allocated_past_a_files_end_count_against_a_polled_cap(local_fact
     assert local.log(k).startswith("allocated"), local.log(k)
     assert (done.phase, done.reason) == ("Failed", "OutputLimitExceeded"), done
     assert done.status["disk"] == "polled"
+
+
+@pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap is not installed")
+def test_a_job_retried_without_end_cannot_use_up_the_disks_inodes(tmp_path: Path) -> None:
+    """A disk of 600 inodes; `false` retried with a huge backoffLimit leaves a log, a
+    sandbox record and a units file for every attempt: only the last few are kept, and
+    when the inodes run low anyway new runs wait."""
+    from nodus_gitops.providers.local.rundir import KEPT_ATTEMPTS
+
+    with small_tmpfs(tmp_path / "disk", "64m,nr_inodes=600") as disk:
+        local = Local(disk / "local", local_config(min_free_bytes="1Mi", max_log_bytes="64Ki",
+                                                   max_output_bytes="1Mi"))
+        try:
+            k = local.create("retries", command=["false"], backoffLimit=1_000_000)
+            busy = local.wait(k, lambda o: o.status["attempts"] >= 250, timeout=120)
+            run = local.run(k)
+            assert busy.phase in ("Running", "Queued"), busy
+            assert len(list(run.logs.glob("0-*.log"))) <= KEPT_ATTEMPTS + 1
+            assert len(list(run.sandboxes.glob("0-*.json"))) <= KEPT_ATTEMPTS + 1
+            pruned = [e for e in run.read_events() if e["reason"] == "AttemptsPruned"]
+            assert len(pruned) == 1 and f"last {KEPT_ATTEMPTS} attempts" in pruned[0]["message"]
+            # other files take the disk's inodes: the Job waits instead of failing to write
+            ballast = disk / "ballast"
+            ballast.mkdir()
+            n = 0
+            while os.statvfs(disk).f_favail > 10:
+                (ballast / str(n)).touch()
+                n += 1
+            waiting = local.wait(k, lambda o: o.status["active"] == 0 and any(
+                c["type"] == "DiskPressure" and c["status"] == "True"
+                for c in o.status["conditions"]), timeout=60)
+            cond = next(c for c in waiting.status["conditions"] if c["type"] == "DiskPressure")
+            assert "inodes free" in cond["message"], cond
+            attempts = waiting.status["attempts"]
+            for f in ballast.iterdir():
+                f.unlink()
+            resumed = local.wait(k, lambda o: o.status["attempts"] > attempts + 5, timeout=60)
+            assert resumed.phase in ("Running", "Queued")
+            local.patch(k, state="Cancelled")
+            assert local.wait(k, timeout=60).phase == "Cancelled"
+        finally:
+            local.cleanup()
