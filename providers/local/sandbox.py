@@ -168,8 +168,10 @@ def bwrap_argv(
         stage.append(path)
         return staged_path(len(stage) - 1)
 
+    # The runtime is the host's, named by the config: bound from its real path (the
+    # child opens what it stages without following links), at the path it names.
     for root in sandbox.runtime:
-        argv += ["--ro-bind", source(root), root]
+        argv += ["--ro-bind", source(os.path.realpath(root)), root]
     # Parents before what lies below them: a workingDir of /nodus bound last would
     # cover the Job's own /nodus/outputs, /nodus/state and the shim.
     for m in sorted(mounts, key=lambda m: m.dest.rstrip("/").count("/")):
@@ -199,7 +201,7 @@ def job_mounts(run_outputs: Path, run_work: Path, run_units: Path, inputs: list[
                source: tuple[Path, str] | None, extra_roots: list[str]) -> list[Mount]:
     """The mounts every run of a Job shares (its index's state is added per run)."""
     mounts = [Mount(str(SHIM_DIR), SHIM_MOUNT),
-              *(Mount(root, root) for root in extra_roots),
+              *(Mount(os.path.realpath(root), root) for root in extra_roots),  # the runtime
               Mount(str(run_outputs), OUTPUTS_MOUNT, True),
               Mount(str(run_work), WORK_MOUNT, True),
               Mount(str(run_units), UNITS_MOUNT, True)]

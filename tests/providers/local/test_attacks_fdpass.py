@@ -182,3 +182,18 @@ def test_an_output_swapped_for_a_link_while_a_later_stage_runs_is_never_bound(lo
     assert SECRET not in log and "secret.txt" not in log, log
     assert done.phase == "Failed", done
     assert "is a symbolic link" in log, log
+
+
+def test_an_image_mapped_through_a_link_of_the_hosts_still_runs(local_factory, tmp_path):
+    """The runtime is the host's, named by its config (a mapped image behind a link, as
+    /opt/venvs -> /srv/venvs often is): bound from its real path, at the path it names."""
+    real = tmp_path / "srv" / "tools"
+    (real / "bin").mkdir(parents=True)
+    (real / "bin" / "tool").write_text("#!/bin/sh\necho from-the-image\n")
+    (real / "bin" / "tool").chmod(0o755)
+    (tmp_path / "opt").symlink_to(tmp_path / "srv")
+    local = local_factory(images={"nodus/tools": str(tmp_path / "opt" / "tools" / "bin")})
+    k = local.create("linked-image", command=["tool"], image="nodus/tools")
+    done = local.wait(k)
+    assert done.phase == "Succeeded", local.log(k)
+    assert local.log(k) == "from-the-image"
