@@ -2,8 +2,13 @@
 
 Measures a cold full sync (fetch, parse, validate, plan, apply N creates), a no-change
 poll, and a 1-file change (fetch + plan + apply one patch); the 1-file change is also
-measured on a 100-manifest repository for the ratio. Prints JSON.
-Targets: poll < 5 ms, 1-file change < 50 ms and within 1.5x of 100 manifests, cold < 5 s.
+measured on a 100-manifest repository for the ratio. With `--kinds mixed` the repository
+holds Jobs, Pipelines and Sweeps in turn (as valid as examples-repo/'s); else Jobs only.
+Each remote is measured in a process of its own, whose peak RSS (getrusage) is reported
+with the part of it taken before the first sync (generating the repository, imports).
+Prints JSON.
+Targets: poll < 5 ms, 1-file change < 50 ms and within 1.5x of 100 manifests; cold < 5 s
+at 10,000 manifests and < 30 s at 100,000, peak RSS < 1 GB.
 
 The remote is a bare repository served by Git over HTTP on 127.0.0.1 (`git
 http-backend`, as a Git host serves it), and the same repository by its path (the
@@ -11,12 +16,16 @@ mirror then reads its objects in place). With HTTP, `server_ms` is the time the 
 took to answer, within the figures: a Git host's share, not the reconciler's.
 
 Run: python bench/bench_reconcile.py [--count 10000] [--changes 30] [--remote http|path]
+                                    [--kinds jobs|mixed]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import os
+import resource
 import statistics
 import sys
 import tempfile
@@ -49,15 +58,70 @@ spec:
   timeout: 10m
   maxCostUSD: "{cap}"
 """
+PIPELINE = """\
+apiVersion: nodus.dev/v1
+kind: Pipeline
+metadata:
+  name: pipeline-{i}
+spec:
+  maxCostUSD: "{cap}"
+  failurePolicy: FailFast
+  defaults:
+    image: python:3.12-slim
+    timeout: 15m
+    resources:
+      cpu: "1"
+      memory: 512Mi
+  stages:
+    - name: prepare
+      template:
+        command: [python3, -c, "print('prepare {i}')"]
+        outputs:
+          - name: shards
+            path: /nodus/outputs/shards
+    - name: train
+      dependsOn: [prepare]
+      inputs:
+        - name: data
+          fromStage: prepare
+          output: shards
+      template:
+        command: [python3, -c, "print('train {i}')"]
+"""
+SWEEP = """\
+apiVersion: nodus.dev/v1
+kind: Sweep
+metadata:
+  name: sweep-{i}
+spec:
+  maxCostUSD: "{cap}"
+  maxParallel: 2
+  matrix:
+    params:
+      BATCH_SIZE: ["32", "64", "128"]
+  template:
+    kind: Job
+    spec:
+      image: python:3.12-slim
+      timeout: 10m
+      resources:
+        cpu: "1"
+        memory: 512Mi
+      command: [python3, -c, "print({i})"]
+"""
+# Manifest i's kind and template: Jobs only, or Jobs, Pipelines and Sweeps in turn.
+KINDS = {"jobs": (("job", JOB),),
+         "mixed": (("job", JOB), ("pipeline", PIPELINE), ("sweep", SWEEP))}
 SIGNATURE = pygit2.Signature("bench", "bench@example.com")
 
 
 class Repo:
     """A bare repository written straight through pygit2 (no work tree: fast)."""
 
-    def __init__(self, path: Path, count: int) -> None:
+    def __init__(self, path: Path, count: int, kinds: str = "jobs") -> None:
         self.repo = pygit2.init_repository(str(path), bare=True)
         self.count = count
+        self.kinds = KINDS[kinds]
         self.caps = {i: 1 for i in range(count)}
         self.folders: dict[int, dict[str, pygit2.Oid]] = {}
         for i in range(count):
@@ -65,13 +129,14 @@ class Repo:
         self.commit("generated")
 
     def _write(self, i: int) -> None:
-        blob = self.repo.create_blob(JOB.format(i=i, cap=f"{self.caps[i]}.00").encode())
-        self.folders.setdefault(i // 500, {})[f"job-{i}.yaml"] = blob
+        name, template = self.kinds[i % len(self.kinds)]
+        blob = self.repo.create_blob(template.format(i=i, cap=f"{self.caps[i]}.00").encode())
+        self.folders.setdefault(i // 500, {})[f"{name}-{i}.yaml"] = blob
 
     def change(self, i: int) -> str:
         self.caps[i] += 1
         self._write(i)
-        return self.commit(f"raise the cap of job-{i}")
+        return self.commit(f"raise the cap of manifest {i}")
 
     def commit(self, message: str) -> str:
         top = self.repo.TreeBuilder()
@@ -92,9 +157,10 @@ class Repo:
 class Setup:
     """One remote of `count` manifests and a service syncing it (a fresh state store)."""
 
-    def __init__(self, root: Path, count: int, remote: str, stack: ExitStack) -> None:
+    def __init__(self, root: Path, count: int, remote: str, kinds: str,
+                 stack: ExitStack) -> None:
         self.count = count
-        self.repo = Repo(root / "srv" / "remote.git", count)
+        self.repo = Repo(root / "srv" / "remote.git", count, kinds)
         url = str(root / "srv" / "remote.git")
         self.server = None
         if remote == "http":
@@ -155,13 +221,17 @@ class Setup:
         return result
 
 
-def measure(count: int, changes: int, polls: int, remote: str) -> dict:
+def measure(count: int, changes: int, polls: int, remote: str, kinds: str) -> dict:
     """The large and the small repository, their polls and changes taken in turns so
     that both see the same moments of this (noisy) machine."""
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
-        large = Setup(Path(tmp) / "large", count, remote, stack)
-        small = Setup(Path(tmp) / "small", 100, remote, stack)
+        large = Setup(Path(tmp) / "large", count, remote, kinds, stack)
+        small = Setup(Path(tmp) / "small", 100, remote, kinds, stack)
+        before_sync_mb = _peak_rss_mb()
+        cpu = os.times()
         colds = [large.cold(), small.cold()]
+        after = os.times()
+        cold_cpu = after.user + after.system - cpu.user - cpu.system
         for _ in range(10):  # warm up: the cold sync's writes are still being checkpointed
             large.poll(record=False), small.poll(record=False)
         for _ in range(polls):
@@ -173,6 +243,36 @@ def measure(count: int, changes: int, polls: int, remote: str) -> dict:
         result = {"large": large.figures(colds[0]), "small": small.figures(colds[1])}
     result["one_file_change_ratio"] = round(result["large"]["one_file_change_ms"]
                                             / result["small"]["one_file_change_ms"], 2)
+    # CPU seconds per wall second of the cold syncs: above 1 when more than one core works.
+    result["cold_sync_cores_used"] = round(cold_cpu / sum(colds), 2)
+    result["peak_rss_mb"] = _peak_rss_mb()
+    result["peak_rss_before_sync_mb"] = before_sync_mb
+    result["loadavg"] = _loadavg()
+    return result
+
+
+def _peak_rss_mb() -> int:
+    """This process's peak resident set, in MB (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+
+
+def _loadavg() -> str:
+    """The machine's load (1, 5 and 15 minutes) beside a figure: others share it."""
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def _measure_alone(out: multiprocessing.Queue, *args: object) -> None:
+    out.put(measure(*args))
+
+
+def measure_in_child(*args: object) -> dict:
+    """`measure` in a fresh process, so that its peak RSS is its own."""
+    context = multiprocessing.get_context("spawn")
+    out = context.Queue()
+    child = context.Process(target=_measure_alone, args=(out, *args))
+    child.start()
+    result = out.get()
+    child.join()
     return result
 
 
@@ -183,14 +283,19 @@ def main() -> None:
     parser.add_argument("--polls", type=int, default=50)
     parser.add_argument("--remote", choices=("http", "path"), action="append",
                         help="where the remote is (default: both, http first)")
+    parser.add_argument("--kinds", choices=sorted(KINDS), default="jobs",
+                        help="Jobs only, or Jobs, Pipelines and Sweeps mixed")
     args = parser.parse_args()
-    results = {remote: measure(args.count, args.changes, args.polls, remote)
+    results = {remote: measure_in_child(args.count, args.changes, args.polls, remote,
+                                        args.kinds)
                for remote in args.remote or ("http", "path")}
     print(json.dumps({
         "benchmark": "reconcile",
+        "kinds": args.kinds,
         "remotes": results,
         "targets": {"no_change_poll_ms": 5, "one_file_change_ms": 50,
-                    "one_file_change_ratio": 1.5, "cold_sync_s": 5},
+                    "one_file_change_ratio": 1.5,
+                    "cold_sync_s": 30 if args.count > 10_000 else 5, "peak_rss_mb": 1000},
     }))
 
 
