@@ -253,6 +253,9 @@ class JobDriver:
             ex = run.finish()
             del self.active[index]
             self.dirty = True
+            if self.attached:  # its log is on the disk now: only the running ones may grow
+                diskuse.note_logs(self.root, self.uid, diskuse.log_bytes(
+                    len(self.active), int(self.settings["maxLogBytes"])))
             if not ex.whole:
                 self.event("RunNotEnded", f"index {index} (attempt {run.attempt}): processes of "
                            "the run were still there after SIGKILL", warning=True)

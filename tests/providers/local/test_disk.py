@@ -305,3 +305,33 @@ def test_a_job_retried_without_end_cannot_use_up_the_disks_inodes(tmp_path: Path
             assert local.wait(k, timeout=60).phase == "Cancelled"
         finally:
             local.cleanup()
+
+
+ONE_QUICK_ONE_SLOW = """
+import os, time
+if os.environ["NODUS_INDEX"] == "1":
+    time.sleep(60)
+"""
+
+
+def test_a_runs_log_reservation_goes_when_the_run_ends(local_factory) -> None:
+    """A finished run's log is on the disk already (the free space shows it): its cap
+    stops being reserved when it ends, or Jobs waiting for disk would count it twice and
+    could keep each other waiting for good."""
+    import json
+    import time
+
+    from nodus_gitops.providers.local import diskuse
+
+    local = local_factory(max_log_bytes="4Mi")
+    k = local.create("pair", ONE_QUICK_ONE_SLOW, completions=2, parallelism=2)
+    local.wait(k, lambda o: o.status["active"] == 1 and o.status["completedIndexes"] == "0")
+    per_run = diskuse.log_bytes(1, 4 << 20)
+    registry = local.root / diskuse.RESERVATIONS
+    deadline = time.monotonic() + 20
+    while True:
+        [entry] = [json.loads(p.read_text()) for p in registry.glob("*.json")]
+        if entry["logs"] == per_run or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert entry["logs"] == per_run, (entry["logs"], per_run)  # the running one alone
