@@ -66,6 +66,9 @@ def _owned_dir(path: Path, user: RunUser) -> None:
         path.chmod(0o700)
 
 
+MAX_EVENTS_BYTES = 1 << 20  # a Job's events file; past it the oldest half goes
+
+
 @dataclass(frozen=True)
 class RunDir:
     path: Path
@@ -246,8 +249,33 @@ class RunDir:
         fd = os.open(self.events, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, (line + "\n").encode())
+            size = os.fstat(fd).st_size
         finally:
             os.close(fd)
+        if size > MAX_EVENTS_BYTES:
+            self._trim_events(time.time() if now is None else now)
+
+    def _trim_events(self, now: float) -> None:
+        """Keep the newest half of the events and say how many older ones went: a Job
+        retried without end writes one line an attempt, which no reservation bounds.
+        (An event another process appends during the rewrite can be lost with them.)"""
+        lines = self.events.read_bytes().splitlines(keepends=True)
+        kept: list[bytes] = []
+        size = 0
+        for raw in reversed(lines):
+            if size + len(raw) > MAX_EVENTS_BYTES // 2:
+                break
+            kept.append(raw)
+            size += len(raw)
+        dropped = len(lines) - len(kept)
+        note = json.dumps({"time": now, "type": "Warning", "reason": "EventsTrimmed",
+                           "message": f"{dropped} older events were dropped to keep this "
+                                      f"Job's events under {MAX_EVENTS_BYTES >> 10} KiB"},
+                          separators=(",", ":")).encode() + b"\n"
+        part = self.events.with_name(f".{self.events.name}.{os.getpid()}")
+        part.write_bytes(note + b"".join(reversed(kept)))
+        os.chmod(part, 0o644)
+        part.replace(self.events)
 
     def read_events(self) -> list[dict[str, Any]]:
         try:

@@ -188,3 +188,21 @@ def test_directory_digest_covers_names_and_contents(tmp_path):
     assert (size, sha) == (3, hashlib.sha256(lines.encode()).hexdigest())
     (d / "sub" / "b.txt").rename(d / "sub" / "c.txt")
     assert digest(d, tmp_path)[1] != sha
+
+
+def test_a_jobs_events_stay_bounded_and_say_what_went(tmp_path) -> None:
+    """One line an attempt, without end (a Job retried for ever): the events file keeps
+    its newest half past MAX_EVENTS_BYTES, the first line saying how many went."""
+    from nodus_gitops.providers.local.rundir import MAX_EVENTS_BYTES, RunDir
+
+    run = RunDir(tmp_path / "p" / "j")
+    run.path.mkdir(parents=True)
+    for attempt in range(12_000):
+        run.event("Failed", f"attempt {attempt} exited with code 1 " + "x" * 60, "Warning")
+    assert run.events.stat().st_size <= MAX_EVENTS_BYTES
+    events = run.read_events()
+    assert events[0]["reason"] == "EventsTrimmed" and "older events were dropped" in \
+        events[0]["message"]
+    assert events[-1]["message"].startswith("attempt 11999 ")
+    numbers = [int(e["message"].split()[1]) for e in events[1:]]
+    assert numbers == sorted(numbers) and len(numbers) > 1000  # the newest, in order
