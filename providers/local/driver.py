@@ -589,6 +589,10 @@ class JobDriver:
         st["phase"] = Phase.RUNNING.value
         if lease:
             st["gpus"] = [s.to_dict() for s in lease.slots]
+        # what `get -o wide` shows: the capacity the run got and what an hour of it costs
+        types = sorted({s.type for s in lease.slots}) if lease else []
+        st["offering"] = "local/" + ("+".join(types) if types else "cpu")
+        st["rateUSDPerHour"] = jobstate.format_usd(round(run.rate * 3600, 6))
         self.event("Started", f"{self._run_name(index)} attempt {attempt} (pid {run.pid})"
                    + (f" on GPU {lease.visible_devices}" if lease else ""))
         self.dirty = True

@@ -32,6 +32,8 @@ _COPIED = (
     "network",
     "runAs",
     "image",
+    "offering",
+    "rateUSDPerHour",
 )
 
 

@@ -71,8 +71,18 @@ def status(doc: dict[str, Any], runs: list[Run], completed: list[int],
         "unitsPerSecond": round(units / wall, 3) if units and wall > 0 else None,
         "slurm": {"jobName": doc.get("name"), "jobIds": [s["jobId"] for s in subs],
                   "partition": doc.get("partition")},
+        **offering(doc),
         **not_honoured(doc),
     }
+
+
+def offering(doc: dict[str, Any]) -> dict[str, Any]:
+    """What `get -o wide` shows: the partition the Job queues in, and what an hour of one
+    run costs there (every node of a gang)."""
+    nodes = ((doc["manifest"].get("spec") or {}).get("distributed") or {}).get("nodes") or 1
+    rate = float(doc.get("ratePerSecond") or 0.0) * 3600 * nodes
+    return {"offering": f"slurm/{doc.get('partition') or 'default'}",
+            "rateUSDPerHour": format_usd(round(rate, 6))}
 
 
 def not_honoured(doc: dict[str, Any]) -> dict[str, Any]:

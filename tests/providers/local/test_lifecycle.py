@@ -162,6 +162,10 @@ def test_a_job_naming_no_gpu_type_is_charged_the_rate_of_the_slot_it_got(local_f
     assert done.phase == "Succeeded", done
     assert done.status["gpus"][0]["type"] == "H100"
     assert Decimal(done.cost_usd) >= Decimal("0.9")  # held it for a second at least
+    # get -o wide's OFFERING and RATE: what the run got and an hour of it
+    assert (done.status["offering"], done.status["rateUSDPerHour"]) == ("local/H100", "3600")
+    plain = local.wait(local.create("plain", "pass"))
+    assert (plain.status["offering"], plain.status["rateUSDPerHour"]) == ("local/cpu", "0")
 
 
 def test_delete_cancels_and_removes_everything(local):

@@ -195,6 +195,9 @@ def test_requests_the_cluster_cannot_place_fail_with_capacity_unavailable(slurm)
     eu = slurm.create("in-eu", "pass", placement={"regions": ["eu"]})
     o = slurm.wait(eu)
     assert o.phase == Phase.SUCCEEDED and o.status["slurm"]["partition"] == "eu"
+    assert o.status["offering"] == "slurm/eu"  # get -o wide: OFFERING and RATE
+    assert Decimal(o.status["rateUSDPerHour"]) == Decimal(
+        slurm.provider.config.rates.per_second(1.0, 1 << 30, []) * 3600).quantize(Decimal("1e-6"))
 
 
 def test_without_a_working_scontrol_suspend_is_refused_or_reported(slurm_factory):
