@@ -191,7 +191,10 @@ fi
 cd {workdir} 2>/dev/null || cd "$J/work"
 "$@" {argv}
 rc=$?
-if [ "$rc" -eq 0 ] && ! cp -a --remove-destination "$R/." "$J/outputs/"; then
+# Indexes finishing together copy into the same folders: a cp that lost the race to make
+# one (EEXIST) is run again, and then finds it made.
+if [ "$rc" -eq 0 ] && ! cp -a --remove-destination "$R/." "$J/outputs/" 2>/dev/null \
+    && ! cp -a --remove-destination "$R/." "$J/outputs/"; then
   echo "nodus: the run's outputs could not be stored in the Job's outputs"
   rc=1
 fi
@@ -237,7 +240,8 @@ fi
 cd {workdir} 2>/dev/null || cd "$J/work"
 "$@" {argv}
 rc=$?
-if [ "$rc" -eq 0 ] && ! cp -a --remove-destination "$R/." "$O/"; then
+if [ "$rc" -eq 0 ] && ! cp -a --remove-destination "$R/." "$O/" 2>/dev/null \
+    && ! cp -a --remove-destination "$R/." "$O/"; then
   echo "nodus: rank $r's outputs could not be stored in the Job's outputs"
   rc=1
 fi
