@@ -12,7 +12,7 @@ from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.phases import is_terminal
 from nodus_gitops.providers.base import LogInfo
 from nodus_gitops.providers.jsonfiles import read_json
-from nodus_gitops.providers.local.rundir import RunDir
+from nodus_gitops.providers.local.rundir import RunDir, missing
 from nodus_gitops.providers.logfiles import attempts, read_log
 
 
@@ -22,7 +22,7 @@ def _run(root: Path, key: ResourceKey) -> RunDir:
     except ValueError as exc:
         raise NotFoundError(str(exc)) from None
     if not run.exists():
-        raise NotFoundError(f"{key.short} has not run on this machine")
+        raise NotFoundError(missing(root, key))
     return run
 
 

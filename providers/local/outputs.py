@@ -29,7 +29,7 @@ from nodus_gitops.floor.errors import NotFoundError, PermanentError
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.providers.jsonfiles import read_json
 from nodus_gitops.providers.local import runfs
-from nodus_gitops.providers.local.rundir import RunDir
+from nodus_gitops.providers.local.rundir import RunDir, missing
 from nodus_gitops.providers.local.spec import Output, SpecError
 
 _CHUNK = 1 << 20
@@ -228,7 +228,7 @@ def copy_output(
     run = RunDir.for_key(Path(root), key)
     status = read_json(run.status) if run.exists() else None
     if status is None:
-        raise NotFoundError(f"{key.short} does not exist")
+        raise NotFoundError(missing(root, key))
     outputs = status.get("outputs") or {}
     recorded(key, output_name, outputs)
     with runfs.reading(run.disk) as problem:

@@ -63,7 +63,7 @@ from nodus_gitops.providers.local.cost import estimate, run_rate
 from nodus_gitops.providers.local.logs import iter_logs, log_info
 from nodus_gitops.providers.local.observe import to_observed
 from nodus_gitops.providers.local.outputs import copy_output, output_path
-from nodus_gitops.providers.local.rundir import RunDir, check_name
+from nodus_gitops.providers.local.rundir import RunDir, check_name, tombstone_path
 from nodus_gitops.providers.local.sandbox import Sandbox
 from nodus_gitops.providers.local.spec import JobSpec, parse_workload
 
@@ -138,7 +138,7 @@ class LocalProvider(Estimates, HasLogs, HasOutputs, HasEvents, Suspends, Expires
             raise PermanentError(str(exc)) from None
 
     def _tombstone(self, key: ResourceKey) -> Path:
-        return self.root / key.project / ".tombstones" / f"{key.name}.json"
+        return tombstone_path(self.root, key)
 
     def _locked(self, run: RunDir) -> AbstractContextManager[None]:
         return exclusive_lock(run.provider_lock)

@@ -69,6 +69,22 @@ def _owned_dir(path: Path, user: RunUser) -> None:
 MAX_EVENTS_BYTES = 1 << 20  # a Job's events file; past it the oldest half goes
 
 
+def tombstone_path(root: Path, key: ResourceKey) -> Path:
+    """What stays of a Job its ttlSecondsAfterFinished removed (so a create of the same
+    run returns it instead of running it again)."""
+    return Path(root) / check_name(key.project, "project") / ".tombstones" / \
+        f"{check_name(key.name, 'name')}.json"
+
+
+def missing(root: Path, key: ResourceKey) -> str:
+    """Why a Job has no run directory here: removed by its TTL, or never run here."""
+    stone = tombstone_path(root, key)
+    if stone.is_file():
+        return (f"{key.short} finished and was removed, with its logs and outputs, by its "
+                "ttlSecondsAfterFinished")
+    return f"{key.short} has not run on this machine"
+
+
 @dataclass(frozen=True)
 class RunDir:
     path: Path

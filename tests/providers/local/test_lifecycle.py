@@ -195,6 +195,13 @@ def test_finished_job_is_removed_after_its_ttl_and_never_rerun(local):
     )
     assert again.phase == "Succeeded" and again.provider_id == done.provider_id
     assert not local.run(k).path.exists()  # not started again
+    # logs and cp say what happened to it, not that it never ran here
+    from nodus_gitops.floor.errors import NotFoundError
+
+    for read in (lambda: list(later.logs(k)), lambda: later.copy_output(k, "o", local.root)):
+        with pytest.raises(NotFoundError, match="removed, with its logs and outputs, by its "
+                                                 "ttlSecondsAfterFinished"):
+            read()
 
 
 def test_estimate_uses_expected_duration_or_timeout():
