@@ -105,18 +105,20 @@ def _files(directory: Path, base: Path) -> list[tuple[str, Path]]:
     return sorted(found)
 
 
-def _listing(path: Path, base: Path) -> tuple[Path, list[tuple[str, Path]]]:
-    """(the output's real path, the files it stores: ("", itself) for a file)."""
+def _listing(path: Path, base: Path, shown: str) -> tuple[Path, list[tuple[str, Path]]]:
+    """(the output's real path, the files it stores: ("", itself) for a file); errors
+    name the output as the Job sees it (`shown`, /nodus/outputs/...), never this host's
+    directory for it."""
     real = _real_inside(path, base)
     if real is None:
         if path.exists():
-            raise OutputError(f"{path} links outside the outputs directory")
-        raise OutputError(f"{path} was not written")
+            raise OutputError(f"{shown} links outside the outputs directory")
+        raise OutputError(f"{shown} was not written")
     if real.is_file():
         return real, [("", real)]
     if real.is_dir():
         return real, _files(real, base)
-    raise OutputError(f"{path} is neither a regular file nor a directory")
+    raise OutputError(f"{shown} is neither a regular file nor a directory")
 
 
 def _hash_listing(files: list[tuple[str, Path]], seen: dict[tuple[int, int], tuple[int, str]],
@@ -146,7 +148,7 @@ def _listed_bytes(files: list[tuple[str, Path]]) -> int:
 
 def digest(path: Path, base: Path) -> tuple[int, str]:
     """(size in bytes, sha256 hex) of a file or a directory under `base`."""
-    _, files = _listing(path, base)
+    _, files = _listing(path, base, str(path))
     return _hash_listing(files, {})
 
 
@@ -162,7 +164,7 @@ def collect(outputs_dir: Path, declared: tuple[Output, ...],
         except SpecError as exc:
             raise OutputError(str(exc)) from None
         path = outputs_dir / rel if rel else outputs_dir
-        listed.append((out, *_listing(path, outputs_dir)))
+        listed.append((out, *_listing(path, outputs_dir, out.path)))
     total = sum(_listed_bytes(files) for _, _, files in listed)
     if max_bytes is not None and total > max_bytes:
         raise OutputTooLarge(

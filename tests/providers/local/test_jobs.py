@@ -152,6 +152,8 @@ def test_declared_output_not_written_is_invalid_output_path(local):
     done = local.wait(k)
     assert (done.phase, done.reason) == ("Failed", "InvalidOutputPath")
     assert "model" in done.message and done.fix == FIXES["InvalidOutputPath"]
+    assert "/nodus/outputs/model was not written" in done.message, done.message  # as the Job
+    assert str(local.root) not in done.message  # sees it, not this host's folder for it
     assert done.status["outputs"] == {}
 
 
