@@ -337,3 +337,14 @@ def test_patch_refuses_changes_that_need_a_new_job(local):
         local.patch(k, command=["true"])
     local.patch(k, state="Cancelled")
     assert local.wait(k).phase == "Cancelled"
+
+
+def test_env_in_the_kubernetes_list_form_reaches_the_command(local):
+    """`env: [{name: X, value: "1"}]`, as the platform's kubectl users write it, runs as
+    the mapping form does."""
+    code = "import os; print(os.environ['GREETING'], os.environ['COUNT'])"
+    k = local.create("listed-env", code,
+                     env=[{"name": "GREETING", "value": "hi"}, {"name": "COUNT", "value": "3"}])
+    done = local.wait(k)
+    assert done.phase == "Succeeded", done
+    assert local.log(k).strip() == "hi 3"
