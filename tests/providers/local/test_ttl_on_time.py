@@ -98,3 +98,38 @@ def test_a_job_goes_only_after_the_reconciler_saw_it_finish(serve, tmp_path) -> 
     assert (record.phase, record.deleted) == ("Succeeded", False), (record.reason,
                                                                      record.message)
     assert planned(served, "instant") == []
+
+
+PIPELINE = """apiVersion: nodus.dev/v1
+kind: Pipeline
+metadata:
+  name: brief-pipe
+spec:
+  ttlSecondsAfterFinished: 2
+  stages:
+    - name: first
+      template:
+        command: [python3, -c, "print('first')"]
+    - name: second
+      dependsOn: [first]
+      template:
+        command: [python3, -c, "print('second')"]
+"""
+
+
+def test_a_finished_pipeline_goes_with_its_stages_at_the_services_tick(serve, tmp_path) -> None:
+    """The Pipeline's TTL fires with nobody reading: the service's own tick removes its
+    stage Jobs, and a later sync plans nothing for it."""
+    served = serve()
+    served.start_ticking()
+    served.push({"pipe.yaml": PIPELINE})
+    done = served.wait_record("Pipeline", "brief-pipe", lambda r: is_terminal(r.phase))
+    assert done.phase == "Succeeded", done.status
+    stages = [run_dir(tmp_path, "brief-pipe-first"), run_dir(tmp_path, "brief-pipe-second")]
+    wait_until(lambda: not any(d.exists() for d in stages),
+               "the stage Jobs to go after the Pipeline's TTL", timeout=60)
+    key = ResourceKey("Pipeline", PROJECT, "brief-pipe")
+    report = served.sync()
+    assert [a for a in report.plan.actions if a.key == key and a.action.value != "noop"] == []
+    assert (served.record("Pipeline", "brief-pipe").phase,
+            served.record("Pipeline", "brief-pipe").deleted) == ("Succeeded", False)
