@@ -321,24 +321,29 @@ def _attach(image: Path, readonly: bool) -> tuple[str, int]:
         os.close(backing)
 
 
-def loop_of(image: Path) -> str | None:
-    """A loop device already backed by `image`: its filesystem may still be alive (a
-    lazy unmount, a copy in another mount namespace), and a second one on the same file
-    would corrupt it; mounting the same device shares that filesystem instead."""
+def _loops_backed_by(image: Path) -> Iterator[tuple[str, bool]]:
+    """(device name, whether its image is unlinked) of every loop device `image` backs."""
     wanted = os.path.realpath(image)
     try:
         entries = os.listdir("/sys/block")
     except OSError:
-        return None
+        return
     for name in entries:
         if name.startswith("loop"):
             try:
                 backing = Path(f"/sys/block/{name}/loop/backing_file").read_text().strip()
             except OSError:
                 continue
-            if backing == wanted:
-                return f"/dev/{name}"
-    return None
+            if backing in (wanted, f"{wanted} (deleted)"):
+                yield name, backing != wanted
+
+
+def loop_of(image: Path) -> str | None:
+    """A loop device already backed by `image`: its filesystem may still be alive (a
+    lazy unmount, a copy in another mount namespace), and a second one on the same file
+    would corrupt it; mounting the same device shares that filesystem instead."""
+    return next((f"/dev/{name}" for name, unlinked in _loops_backed_by(image)
+                 if not unlinked), None)
 
 
 def _mount(dev: str, target: Path, readonly: bool) -> None:
@@ -437,24 +442,13 @@ def image_held(image: Path) -> bool:
     """True while a writable loop device is backed by `image`, unlinked or not: a
     finished Job's filesystem kept alive by an open file (a lazy unmount), which can
     still grow. A device attached read-only (a finished Job's outputs being read) is not."""
-    wanted = os.path.realpath(image)
-    try:
-        entries = os.listdir("/sys/block")
-    except OSError:
-        return False
-    for name in entries:
-        if name.startswith("loop"):
-            try:
-                backing = Path(f"/sys/block/{name}/loop/backing_file").read_text().strip()
-            except OSError:
+    for name, _unlinked in _loops_backed_by(image):
+        try:
+            if Path(f"/sys/block/{name}/ro").read_text().strip() == "1":
                 continue
-            if backing in (wanted, f"{wanted} (deleted)"):
-                try:
-                    if Path(f"/sys/block/{name}/ro").read_text().strip() == "1":
-                        continue
-                except OSError:
-                    pass
-                return True
+        except OSError:
+            pass
+        return True
     return False
 
 
