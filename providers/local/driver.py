@@ -612,7 +612,9 @@ class JobDriver:
                 self._finish(Phase.FAILED, now, Reason.OUTPUT_LIMIT_EXCEEDED, self._over_cap(used))
                 return
             try:
-                self.st["outputs"] = collect(self.run.outputs, self.spec.outputs, self.max_output)
+                declared = self.spec.outputs + (gang.ranked_outputs(
+                    self.spec.outputs, self.spec.members) if self.gang else ())
+                self.st["outputs"] = collect(self.run.outputs, declared, self.max_output)
             except OutputTooLarge as exc:
                 self._finish(Phase.FAILED, now, Reason.OUTPUT_LIMIT_EXCEEDED, str(exc))
                 return

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from nodus_gitops.floor.phases import Phase, Reason, is_terminal
 from nodus_gitops.providers.local import launch
 from nodus_gitops.providers.local.outputs import merge
+from nodus_gitops.providers.local.spec import OUTPUTS_MOUNT, Output
 
 if TYPE_CHECKING:
     from nodus_gitops.providers.local.driver import JobDriver
@@ -36,6 +37,14 @@ def free_port() -> int:
 def rank_output_dir(rank: int) -> str:
     """Where a rank's outputs are stored, below the Job's outputs ("" for rank 0)."""
     return "" if rank == 0 else f"rank-{rank}"
+
+
+def ranked_outputs(declared: tuple[Output, ...], nodes: int) -> tuple[Output, ...]:
+    """The outputs of every rank but 0, as `status.outputs` records and `cp` names them
+    (`rank-<r>/<name>`, stored under `rank-<r>/`): distributed outputs identify their rank."""
+    return tuple(Output(f"{rank_output_dir(r)}/{out.name}",
+                        f"{OUTPUTS_MOUNT}/{rank_output_dir(r)}/{out.relative}".rstrip("/"))
+                 for r in range(1, nodes) for out in declared)
 
 
 class Gang:

@@ -68,6 +68,11 @@ def test_a_gang_runs_every_rank_together_with_torchrun_variables(local):
     assert (outputs / "result.txt").read_text() == "rank 0"
     assert (outputs / "rank-1" / "result.txt").read_text() == "rank 1"
     assert (outputs / "rank-2" / "result.txt").read_text() == "rank 2"
+    # ... and identify their rank where users read them: status.outputs and cp
+    assert sorted(done.status["outputs"]) == ["rank-1/result", "rank-2/result", "result"]
+    assert done.status["outputs"]["rank-2/result"]["path"] == "/nodus/outputs/rank-2/result.txt"
+    copied, _size, _sha = local.provider.copy_output(k, "rank-2/result", local.root / "got")
+    assert copied.read_text() == "rank 2"
     started = [e for e in local.run(k).read_events() if e["reason"] == "GangStarted"]
     assert len(started) == 1 and "3 ranks" in started[0]["message"]
 
