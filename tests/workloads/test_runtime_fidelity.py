@@ -356,3 +356,33 @@ def test_no_cell_starts_whose_estimate_passes_what_is_left(backend_factory) -> N
     assert (held.phase, held.reason) == ("Suspended", "MaxCostReached"), held.status
     assert [c["phase"] for c in held.status["cells"]] == ["Succeeded", "Pending"]
     assert b.job("fits-1") is None
+
+
+def test_running_stages_suspend_at_the_pipelines_cap_and_spend_stays_near_it(
+        backend_factory) -> None:
+    b = backend_factory(DIME)
+    sleeper = {"command": [sys.executable, "-c", "import time; time.sleep(5)"]}
+    spec = {"maxCostUSD": "0.30", "failurePolicy": "RunIndependent", "maxParallel": 2,
+            "stages": [{"name": n, "template": dict(sleeper)} for n in ("a", "b", "c", "d")]}
+    key = b.create("Pipeline", "spend", spec)
+    # Read as rarely as the service does: the cap must hold between reads.
+    held = b.wait(key, lambda o: o.phase == "Suspended", timeout=30, every=2.0)
+    assert held.reason == "MaxCostReached"
+    time.sleep(1.0)
+    held = b.composite.get(key)
+    assert Decimal(held.cost_usd) <= Decimal("0.33"), held.cost_usd  # a Job's own precision
+    assert b.job("spend-c") is None and b.job("spend-d") is None  # never started
+
+
+def test_no_stage_starts_whose_estimate_passes_what_is_left(backend_factory) -> None:
+    b = backend_factory(RateCard(cpu_core_hour=3600.0, memory_gib_hour=0.0))  # $1 a second
+    # Each stage is expected to cost $0.60 (expectedDuration) and costs about $0.50.
+    template = {"command": [sys.executable, "-c", "import time; time.sleep(0.5)"],
+                "expectedDuration": "0.6s"}
+    spec = {"maxCostUSD": "1.00", "stages": [
+        {"name": "one", "template": dict(template)},
+        {"name": "two", "dependsOn": ["one"], "template": dict(template)}]}
+    key = b.create("Pipeline", "fits", spec)
+    held = b.wait(key, lambda o: o.phase in ("Suspended", "Succeeded", "Failed"), timeout=30)
+    assert (held.phase, held.reason) == ("Suspended", "MaxCostReached"), held.status
+    assert b.job("fits-two") is None
