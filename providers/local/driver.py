@@ -336,12 +336,8 @@ class JobDriver:
         qt = self.spec.queue_timeout
         waiting = self.phase == Phase.QUEUED and not self.active and self.pending
         if waiting and qt is not None and now - st["queuedSince"] >= qt:
-            wanted = self.spec.gpu.describe() if self.spec.gpu else "the request"
-            wanted = self.gang.wanted() if self.gang else wanted
-            slots = ", ".join(s.type for s in self.slots) or "none"
             self._finish(Phase.FAILED, now, Reason.CAPACITY_UNAVAILABLE,
-                         f"no GPU slot here fits {wanted} within placement.queueTimeout "
-                         f"{qt:g}s (slots: {slots})")
+                         self._queue_timeout_message(qt))
             return
         if self.active and not self.stop and self.meter.due(now):
             used = self.meter.measure(now)
@@ -417,6 +413,20 @@ class JobDriver:
                 return runfs.growth(self.run.image)
             return int(self.disk["imageBytes"])
         return max(0, self.max_output - (self.meter.last if self.attached else 0))
+
+    def _queue_timeout_message(self, qt: float) -> str:
+        """What the Job waited for when placement.queueTimeout ran out: room on the disk
+        (DiskPressure), else a GPU slot."""
+        low = next((c for c in self.st["conditions"] if c["type"] == "DiskPressure"
+                    and c["status"] == "True"), None)
+        if low is not None:
+            return (f"the disk had no room for a new run within placement.queueTimeout "
+                    f"{qt:g}s ({low.get('message')})")
+        wanted = self.spec.gpu.describe() if self.spec.gpu else "the request"
+        wanted = self.gang.wanted() if self.gang else wanted
+        slots = ", ".join(s.type for s in self.slots) or "none"
+        return (f"no GPU slot here fits {wanted} within placement.queueTimeout {qt:g}s "
+                f"(slots: {slots})")
 
     def _disk_allows(self, now: float) -> bool:
         """New runs wait while the runs' file system, less what the unfinished Jobs and

@@ -147,6 +147,22 @@ def test_new_runs_wait_while_the_disk_is_under_the_floor(small_disk: Path) -> No
         local.cleanup()
 
 
+def test_a_queue_timeout_while_waiting_for_disk_says_so(small_disk: Path) -> None:
+    """placement.queueTimeout counts a wait for disk as any wait for capacity; the
+    failure says what it waited for, not a GPU slot it never asked for."""
+    local = Local(small_disk / "local", local_config(min_free_bytes="8Mi", max_log_bytes="1Mi",
+                                                     max_output_bytes="1Mi"))
+    try:
+        (small_disk / "ballast").write_bytes(b"\0" * (20 << 20))
+        k = local.create("impatient", "print('ran')", placement={"queueTimeout": "1s"})
+        done = local.wait(k, timeout=30)
+        assert (done.phase, done.reason) == ("Failed", "CapacityUnavailable"), done
+        assert "the disk had no room for a new run" in done.message, done.message
+        assert "GPU" not in done.message
+    finally:
+        local.cleanup()
+
+
 # The Job makes a file, then waits until someone outside it holds the file open.
 MAKES_HELD_FILE = """
 import os, time
