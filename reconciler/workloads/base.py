@@ -398,3 +398,19 @@ def _follows(phase: str | None, state: str) -> bool:
     if state == "Cancelled":
         return phase in (Phase.CANCELLED, Phase.CANCELLING)
     return phase not in (Phase.SUSPENDED, Phase.SUSPENDING)
+
+
+def held_by_budget(entries: list[dict[str, Any]], what: str) -> tuple[str, str, str] | None:
+    """(Suspended, BudgetExceeded, why) when nothing of a Pipeline or Sweep runs and a
+    child waits Suspended because the backend holds its project to the budget: the parent
+    shows the hold, not a bare Queued."""
+    if any(e["phase"] in (Phase.RUNNING, Phase.PROVISIONING, Phase.RECOVERING)
+           for e in entries):
+        return None
+    held = [e for e in entries if e["phase"] in (Phase.SUSPENDED, Phase.SUSPENDING)
+            and e.get("reason") == Reason.BUDGET_EXCEEDED]
+    if not held:
+        return None
+    names = ", ".join(str(e.get("name", e.get("index"))) for e in held)
+    return (Phase.SUSPENDED, Reason.BUDGET_EXCEEDED,
+            f"the project's budget holds {what} {names}")

@@ -10,7 +10,14 @@ from nodus_gitops.floor.errors import PermanentError
 from nodus_gitops.floor.identity import LABEL_PIPELINE, ResourceKey
 from nodus_gitops.floor.phases import Phase, Reason, is_terminal
 from nodus_gitops.providers.base import HasOutputs
-from nodus_gitops.workloads.base import SKIPPED, Child, Controller, Record, Views
+from nodus_gitops.workloads.base import (
+    SKIPPED,
+    Child,
+    Controller,
+    Record,
+    Views,
+    held_by_budget,
+)
 
 FINISHED = (Phase.SUCCEEDED, Phase.FAILED, Phase.CANCELLED, SKIPPED)
 
@@ -99,6 +106,8 @@ class PipelineController(Controller):
         elif any(s["phase"] in (Phase.RUNNING, Phase.PROVISIONING, Phase.RECOVERING)
                  for s in stages):
             phase, reason, message = Phase.RUNNING, None, None
+        elif (held := held_by_budget(stages, "stage")) is not None:
+            phase, reason, message = held
         else:
             phase, reason, message = Phase.QUEUED, None, None
         done = sum(1 for s in stages if s["phase"] == Phase.SUCCEEDED)

@@ -12,7 +12,7 @@ from nodus_gitops.composite import cell_job_name, sweep_cells
 from nodus_gitops.floor.identity import LABEL_SWEEP
 from nodus_gitops.floor.phases import Phase, Reason
 from nodus_gitops.workloads import pricing
-from nodus_gitops.workloads.base import Child, Controller, Record, Views
+from nodus_gitops.workloads.base import Child, Controller, Record, Views, held_by_budget
 
 DEFAULT_MAX_PARALLEL = 4
 
@@ -74,6 +74,8 @@ class SweepController(Controller):
             running = any(c["phase"] in (Phase.RUNNING, Phase.PROVISIONING, Phase.RECOVERING)
                           for c in cells)
             phase, reason, message = (Phase.RUNNING if running else Phase.QUEUED), None, None
+            if not running and (held := held_by_budget(cells, "cell")) is not None:
+                phase, reason, message = held
         elif record.cancelled and any(c["phase"] == Phase.CANCELLED for c in cells):
             # the cancel stopped something; a Sweep done before it keeps its ending
             phase, reason, message = Phase.CANCELLED, None, None

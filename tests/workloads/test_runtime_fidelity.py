@@ -386,3 +386,22 @@ def test_no_stage_starts_whose_estimate_passes_what_is_left(backend_factory) -> 
     held = b.wait(key, lambda o: o.phase in ("Suspended", "Succeeded", "Failed"), timeout=30)
     assert (held.phase, held.reason) == ("Suspended", "MaxCostReached"), held.status
     assert b.job("fits-two") is None
+
+
+def test_a_pipeline_and_a_sweep_held_by_the_projects_budget_say_so(backend_factory) -> None:
+    """The backend suspends a budget-held project's stage and cell Jobs (BudgetExceeded);
+    their Pipeline and Sweep show the hold too, not a bare Queued; lifting it resumes."""
+    b = backend_factory()
+    sleepy = {"command": [sys.executable, "-c", "import time; time.sleep(3)"]}
+    pipe = b.create("Pipeline", "held-pipe", {"stages": [{"name": "only", "template": sleepy}]})
+    swp = b.create("Sweep", "held-sweep", cells_spec("import time; time.sleep(3)", 1))
+    for key in (pipe, swp):
+        b.wait(key, lambda o: o.phase == "Running")
+    b.local.hold_budget(PROJECT, True, "project p spent $5.00 of its $5.00 budget")
+    for key, what in ((pipe, "stage only"), (swp, "cell 0")):
+        held = b.wait(key, lambda o: o.phase == "Suspended", timeout=30)
+        assert (held.phase, held.reason) == ("Suspended", "BudgetExceeded"), held.status
+        assert what in held.message
+    b.local.hold_budget(PROJECT, False, "")
+    for key in (pipe, swp):
+        assert b.wait(key, timeout=60).phase == "Succeeded"
