@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from nodus_gitops.web.hooks import sign  # noqa: E402
 
 from tests.fixtures_git import ManifestRepo, serve_git_http  # noqa: E402
+from tests.support.local_runs import stop_local_runs  # noqa: E402
 
 JOB = ("apiVersion: nodus.dev/v1\nkind: Job\nmetadata:\n  name: {name}\nspec:\n"
        "  command: [python3, -c, 'import time; time.sleep(5)']\n")
@@ -98,6 +99,7 @@ def main() -> None:
         finally:
             server.send_signal(signal.SIGTERM)
             server.wait(timeout=30)
+            stop_local_runs(root / "state" / "local")  # each Job's filesystem is a mount
     print(json.dumps({
         "benchmark": "webhook",
         "rounds": len(latencies),

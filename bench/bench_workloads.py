@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -25,6 +26,9 @@ from nodus_gitops.state.store import Store
 from nodus_gitops.wiring import build_service
 from nodus_gitops.workloads.base import Record
 from nodus_gitops.workloads.sweep import SweepController
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.support.local_runs import stop_local_runs  # noqa: E402
 
 POLL = 0.2
 SIG = pygit2.Signature("bench", "bench@example.com")
@@ -97,8 +101,12 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        controller = through_the_controller(root, args.cells, args.parallel)
-        direct = directly(root, args.cells, args.parallel)
+        try:
+            controller = through_the_controller(root, args.cells, args.parallel)
+            direct = directly(root, args.cells, args.parallel)
+        finally:  # each Job's filesystem is a mount: the folder cannot go before them
+            for state in ("state-a", "state-b"):
+                stop_local_runs(root / state / "local")
     print(json.dumps({"benchmark": "workloads", "cells": args.cells,
                       "max_parallel": args.parallel,
                       "sweep_controller_s": round(controller, 2),
