@@ -38,7 +38,8 @@ from nodus_gitops.workloads import CompositeProvider  # noqa: E402
 
 
 def start_cluster() -> dict[str, str]:
-    out = subprocess.run([str(REPO / "tests" / "slurm" / "start.sh")], capture_output=True,
+    out = subprocess.run([str(REPO / "tests" / "providers" / "slurm" / "start.sh")],
+                         capture_output=True,
                          text=True, check=True, timeout=300).stdout
     return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
 
