@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from nodus_gitops.checks.budget import BudgetLeft, InventoryReader, project_budget
 from nodus_gitops.config import Binding
 from nodus_gitops.floor.budgets import is_amount
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.problems import Problem
 from nodus_gitops.plan import ActionType, Plan
 from nodus_gitops.providers.base import Estimates
+from nodus_gitops.spending import BudgetLeft, InventoryReader, project_budget
 
 STARTS = (ActionType.CREATE, ActionType.REPLACE)  # the actions that start a new run
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nodus_gitops.checks.budget import budget_left, counts_in_period, project_budget
 from nodus_gitops.floor.budgets import Budget, Period, period_start
 from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.spending import budget_left, counts_in_period, project_budget
 from nodus_gitops.state.records import InventoryRecord
 from nodus_gitops.state.store import Store
 

@@ -10,7 +10,6 @@ from decimal import Decimal
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nodus_gitops.checks.budget import BudgetLeft
 from nodus_gitops.checks.comments import GITHUB_LIMIT, marker
 from nodus_gitops.checks.plan_markdown import FOLD_ROWS, Target, render, size
 from nodus_gitops.checks.review import PlanCost, PlanReview
@@ -18,6 +17,7 @@ from nodus_gitops.floor.budgets import Budget, Period
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.problems import Problem
 from nodus_gitops.plan import Action, ActionType, Change, Plan
+from nodus_gitops.spending import BudgetLeft
 
 SHA = "ce587453ced02b1526dfb4cb910479d431683101"
 MARK = marker("ci", "team-a")
