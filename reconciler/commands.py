@@ -52,13 +52,11 @@ def open_store(settings: Settings, *, create: bool = True) -> Store:
     """The state store. A command that only reads (`create=False`) never makes one nor
     migrates one: where there is none it says where it looked and how to point it
     elsewhere."""
-    from nodus_gitops.state.engine import STATE_FILE
     from nodus_gitops.state.store import Store
 
-    if not create and settings.state_url is None \
-            and not (settings.state_dir / STATE_FILE).is_file():
+    if not create and not _has_state(settings):
         raise ConfigError(
-            f"no state database at {settings.state_dir / STATE_FILE}: the state directory is "
+            f"no state database at {_state_file(settings)}: the state directory is "
             "--state-dir, else NODUS_GITOPS_HOME, else the config's stateDir, else "
             "./.nodus-gitops; run `nodus-gitops reconcile` or `serve` with it first, or "
             "point --state-dir (or --state URL) at an existing one")
@@ -68,12 +66,19 @@ def open_store(settings: Settings, *, create: bool = True) -> Store:
 
 
 def existing_store(settings: Settings) -> Store | None:
-    """The state store if there is one (a state URL always names one), else None."""
+    """The state store if there is one, else None."""
+    return open_store(settings, create=False) if _has_state(settings) else None
+
+
+def _state_file(settings: Settings) -> Path:
     from nodus_gitops.state.engine import STATE_FILE
 
-    if settings.state_url is None and not (settings.state_dir / STATE_FILE).is_file():
-        return None
-    return open_store(settings, create=False)
+    return settings.state_dir / STATE_FILE
+
+
+def _has_state(settings: Settings) -> bool:
+    """A state URL always names a database; without one, the state directory's file."""
+    return settings.state_url is not None or _state_file(settings).is_file()
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
