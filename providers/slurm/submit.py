@@ -188,17 +188,7 @@ else
   export NODUS_OUTPUTS_DIR="$R" NODUS_CHECKPOINT_DIR="$J/state/$i" {" ".join(host_env)}
   set --
 fi
-cd {workdir} 2>/dev/null || cd "$J/work"
-"$@" {argv}
-rc=$?
-# Indexes finishing together copy into the same folders: a cp that lost the race to make
-# one (EEXIST) is run again, and then finds it made.
-if [ "$rc" -eq 0 ] && ! cp -a --remove-destination "$R/." "$J/outputs/" 2>/dev/null \
-    && ! cp -a --remove-destination "$R/." "$J/outputs/"; then
-  echo "nodus: the run's outputs could not be stored in the Job's outputs"
-  rc=1
-fi
-rm -rf "$R"
+{_run_and_store(workdir, argv, '"$J/outputs/"', "the run's")}
 echo "$rc" >"$J/exits/$i-$a.tmp" && mv -f "$J/exits/$i-$a.tmp" "$J/exits/$i-$a"
 exit "$rc"
 """
@@ -237,15 +227,7 @@ else
   export NODUS_OUTPUTS_DIR="$R" NODUS_CHECKPOINT_DIR="$J/state/$i.rank$r" {host_env}
   set --
 fi
-cd {workdir} 2>/dev/null || cd "$J/work"
-"$@" {argv}
-rc=$?
-if [ "$rc" -eq 0 ] && ! cp -a --remove-destination "$R/." "$O/" 2>/dev/null \
-    && ! cp -a --remove-destination "$R/." "$O/"; then
-  echo "nodus: rank $r's outputs could not be stored in the Job's outputs"
-  rc=1
-fi
-rm -rf "$R"
+{_run_and_store(workdir, argv, '"$O/"', "rank $r's")}
 exit "$rc"
 """
     return f"""#!/bin/bash
@@ -296,3 +278,20 @@ def job_body(spec: JobSpec, spec_doc: dict[str, Any], *, name: str, note: str,
     if part:
         body["partition"] = part
     return body
+
+
+def _run_and_store(workdir: str, argv: str, outputs: str, whose: str) -> str:
+    """The wrapper's lines that run the command in its working directory and, when it
+    exits 0, store its own /nodus/outputs ("$R") into `outputs` (a shell word); `rc` is
+    its exit status, or 1 when the outputs could not be stored."""
+    # Runs finishing together copy into the same folders: a cp that lost the race to
+    # make one (EEXIST) is run again, and then finds it made.
+    return f"""cd {workdir} 2>/dev/null || cd "$J/work"
+"$@" {argv}
+rc=$?
+if [ "$rc" -eq 0 ] && ! cp -a --remove-destination "$R/." {outputs} 2>/dev/null \\
+    && ! cp -a --remove-destination "$R/." {outputs}; then
+  echo "nodus: {whose} outputs could not be stored in the Job's outputs"
+  rc=1
+fi
+rm -rf "$R\""""
