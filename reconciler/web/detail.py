@@ -16,6 +16,7 @@ from nodus_gitops.floor.redaction import url_without_userinfo
 from nodus_gitops.output import money, sandbox_text
 from nodus_gitops.state.records import EventRecord, InventoryRecord
 from nodus_gitops.web import api, logs, svg
+from nodus_gitops.web.format import commit_link, now_text, when
 from nodus_gitops.web.html import (
     Safe,
     definition_list,
@@ -27,7 +28,6 @@ from nodus_gitops.web.html import (
     tag,
     with_query,
 )
-from nodus_gitops.web.pages import commit_link, now_text, when
 from nodus_gitops.web.redact import mask
 from nodus_gitops.workloads.children import find_child, was_created
 

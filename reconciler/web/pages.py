@@ -5,21 +5,18 @@ returns the whole HTML document; app.js keeps it current by polling the JSON API
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from nodus_gitops.floor.redaction import url_without_userinfo
-from nodus_gitops.floor.results import FAILED_RESULTS
 from nodus_gitops.output import age, money, progress
 from nodus_gitops.web import api, queries
+from nodus_gitops.web.format import BAD_RESULTS, commit_link, now_text, result_badge, when
 from nodus_gitops.web.html import (
     Safe,
     definition_list,
-    esc,
     layout,
     path,
     phase_badge,
-    phase_class,
     table,
     tag,
     with_query,
@@ -28,34 +25,7 @@ from nodus_gitops.web.html import (
 if TYPE_CHECKING:
     from nodus_gitops.service import Service
 
-BAD_RESULTS = FAILED_RESULTS
 BAD_PHASES = frozenset({"Failed"})
-
-
-def now_text() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def when(value: str | datetime | None) -> Safe:
-    """A timestamp as `<time>`: UTC date and time, and how long ago."""
-    if value is None:
-        return esc("-")
-    moment = datetime.fromisoformat(value) if isinstance(value, str) else value
-    text = f"{moment.astimezone(UTC):%Y-%m-%d %H:%M:%S} ({age(moment)} ago)"
-    return tag("time", text, datetime=moment.isoformat())
-
-
-def commit_link(repo_url: str | None, sha: str | None) -> Safe:
-    if not sha:
-        return esc("-")
-    url = api.commit_url(repo_url, sha)
-    code = tag("code", sha[:12], title=sha)
-    return tag("a", code, href=url, rel="noopener noreferrer") if url else code
-
-
-def result_badge(result: str | None, field: str | None = "result") -> Safe:
-    bad = " bad" if result in BAD_RESULTS else ""
-    return tag("span", result or "-", class_=phase_class(result) + bad, data_field=field)
 
 
 def _phase_counts(binding: str, counts: dict[str, int]) -> Safe:
