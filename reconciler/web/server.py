@@ -24,7 +24,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from nodus_gitops import metrics
 from nodus_gitops.floor.errors import ConfigError
 from nodus_gitops.floor.redaction import mask_url_passwords
-from nodus_gitops.web import api, detail, healthcheck, hooks, pages, queries
+from nodus_gitops.web import api, detail, healthcheck, history, hooks, pages, queries
 from nodus_gitops.web.auth import Auth
 from nodus_gitops.web.openapi import SPEC
 from prometheus_client.core import GaugeMetricFamily
@@ -67,7 +67,7 @@ def _routes(s: Service) -> list[Route]:
         (r"/resources", lambda p: _html(pages.resources(s, p))),
         (rf"/resources/{_KEY}", lambda p, *k: _html(detail.resource_page(s, *k))),
         (rf"/resources/{_KEY}/logs", lambda p, *k: _html(detail.logs_page(s, *k, p))),
-        (r"/history", lambda p: _html(pages.history(s, p))),
+        (r"/history", lambda p: _html(history.history(s, p))),
         (r"/api/v1/openapi.json", lambda p: (200, SPEC, {}, JSON)),
         (r"/api/v1/repos", lambda p: _json(api.get_repos(s, p))),
         (r"/api/v1/syncs", lambda p: _json(api.get_syncs(s, p))),
