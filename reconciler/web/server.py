@@ -24,9 +24,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from nodus_gitops import metrics
 from nodus_gitops.floor.errors import ConfigError
 from nodus_gitops.floor.redaction import mask_url_passwords
-from nodus_gitops.web import api, detail, healthcheck, history, hooks, pages, queries
+from nodus_gitops.web import healthcheck, hooks, queries, routes
 from nodus_gitops.web.auth import Auth
-from nodus_gitops.web.openapi import SPEC
 from prometheus_client.core import GaugeMetricFamily
 
 if TYPE_CHECKING:
@@ -37,47 +36,9 @@ CSP = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' 
 HOOK_HOSTS = ("github", "gitlab", "gitea", "generic")
 STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
 
-_SEG = r"([^/]+)"
-_KEY = rf"{_SEG}/{_SEG}/{_SEG}"
 _REFRESH = re.compile(r"^/api/v1/repos/([a-z0-9-]+)/refresh$")
 _HOOK = re.compile(r"^/hooks/([a-z]+)$")
 log = logging.getLogger("nodus_gitops.web")
-
-
-HTML = "text/html; charset=utf-8"
-JSON = "application/json"
-
-Route = tuple[re.Pattern[str], Callable[..., tuple[int, Any, dict[str, str], str]]]
-
-
-def _html(result: bytes | tuple[int, bytes]) -> tuple[int, Any, dict[str, str], str]:
-    status, body = result if isinstance(result, tuple) else (200, result)
-    return status, body, {}, HTML
-
-
-def _json(reply: api.Reply) -> tuple[int, Any, dict[str, str], str]:
-    status, body, headers = reply
-    return status, body, headers, JSON
-
-
-def _routes(s: Service) -> list[Route]:
-    """(pattern, handler(query params, *path groups) -> (status, body, headers, type))."""
-    table: list[tuple[str, Callable[..., tuple[int, Any, dict[str, str], str]]]] = [
-        (r"/", lambda p: _html(pages.overview(s))),
-        (r"/resources", lambda p: _html(pages.resources(s, p))),
-        (rf"/resources/{_KEY}", lambda p, *k: _html(detail.resource_page(s, *k))),
-        (rf"/resources/{_KEY}/logs", lambda p, *k: _html(detail.logs_page(s, *k, p))),
-        (r"/history", lambda p: _html(history.history(s, p))),
-        (r"/api/v1/openapi.json", lambda p: (200, SPEC, {}, JSON)),
-        (r"/api/v1/repos", lambda p: _json(api.get_repos(s, p))),
-        (r"/api/v1/syncs", lambda p: _json(api.get_syncs(s, p))),
-        (r"/api/v1/syncs/(\d{1,18})", lambda p, i: _json(api.get_sync(s, p, i))),
-        (r"/api/v1/resources", lambda p: _json(api.get_resources(s, p))),
-        (rf"/api/v1/resources/{_KEY}", lambda p, *k: _json(api.get_resource(s, p, *k))),
-        (rf"/api/v1/resources/{_KEY}/logs", lambda p, *k: _json(api.get_logs(s, p, *k))),
-        (r"/api/v1/events", lambda p: _json(api.get_events(s, p))),
-    ]
-    return [(re.compile(f"^{pattern}$"), handler) for pattern, handler in table]
 
 
 def _static_files() -> dict[str, tuple[bytes, str]]:
@@ -142,7 +103,7 @@ class StoreGauges:
 
 def make_handler(service: Service, auth: Auth | None = None,
                  started: float | None = None) -> type[BaseHTTPRequestHandler]:
-    routes = _routes(service)
+    table = routes.table(service)
     static = _static_files()
     scrape = metrics.scrape_registry([StoreGauges(service)])
     started = time.monotonic() if started is None else started
@@ -160,7 +121,7 @@ def make_handler(service: Service, auth: Auth | None = None,
                 return self._not_allowed
             raise AttributeError(name)
 
-        def _send(self, status: int, body: Any, content_type: str = JSON,
+        def _send(self, status: int, body: Any, content_type: str = routes.JSON,
                   headers: dict[str, str] | None = None) -> None:
             if isinstance(body, str):
                 data = body.encode()
@@ -223,7 +184,7 @@ def make_handler(service: Service, auth: Auth | None = None,
                 return self._send(200, found[0], found[1], {"Cache-Control": "no-cache"})
             if _REFRESH.match(path) or _HOOK.match(path):
                 return self._not_allowed("POST")
-            for pattern, handler in routes:
+            for pattern, handler in table:
                 match = pattern.match(path)
                 if match is not None:
                     status, body, headers, content_type = handler(
