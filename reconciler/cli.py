@@ -32,6 +32,16 @@ def _duration(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _sort_key(text: str):
+    """`--sort-by`: a column or a field path (output.sort_key), checked as it is parsed."""
+    from nodus_gitops.output import sort_key
+
+    try:
+        return sort_key(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _state_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state-dir", help="state directory (default ./.nodus-gitops, env "
                    "NODUS_GITOPS_HOME)")
@@ -90,8 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("get", help="list managed resources")
     p.add_argument("target", nargs="?", metavar="KIND[/NAME]")
-    p.add_argument("-o", "--output", choices=["table", "wide", "json", "yaml"], default="table")
+    p.add_argument("-o", "--output", choices=["table", "wide", "json", "yaml", "name"],
+                   default="table")
     p.add_argument("-w", "--watch", action="store_true")
+    p.add_argument("--no-headers", action="store_true")
+    p.add_argument("--sort-by", type=_sort_key, metavar="KEY")
     p.add_argument("-l", "--selector", help="only resources whose labels match: KEY=VALUE, "
                    "KEY!=VALUE or KEY, comma-separated (-l nodus.dev/pipeline=train-eval "
                    "lists a Pipeline's stage Jobs)")

@@ -19,7 +19,14 @@ from nodus_gitops.floor.problems import Problem
 from nodus_gitops.floor.results import RUNS, ActionType
 from nodus_gitops.logging_setup import setup_logging
 from nodus_gitops.manifests import iter_manifest_files, outside_link
-from nodus_gitops.output import describe, dump, plan_text, resource_object, resources_table
+from nodus_gitops.output import (
+    describe,
+    dump,
+    plan_text,
+    resource_names,
+    resource_object,
+    resources_table,
+)
 from nodus_gitops.state.records import InventoryRecord
 from nodus_gitops.validation import resource_summary, validate_files
 from nodus_gitops.workloads.children import PARENTS, ChildJob, children_of
@@ -395,15 +402,22 @@ def cmd_get(args: argparse.Namespace) -> int:
             return EXIT_PROBLEMS
         objects = [resource_object(r, children[r.key].parent_object() if r.key in children
                                    else None) for r in records]
+        if args.sort_by is not None:
+            pairs = sorted(zip(records, objects, strict=True), key=lambda p: args.sort_by(*p))
+            records, objects = [r for r, _ in pairs], [o for _, o in pairs]
         seen = dump(objects, "json")
         if seen != shown:  # --watch: shown again only when a resource changed, not its age
-            if shown is not None:
+            if shown is not None and args.output != "name":
                 print()
             if args.output in ("json", "yaml"):
                 print(dump(objects, args.output))
+            elif args.output == "name":
+                if records:  # nothing at all for none, as kubectl
+                    print(resource_names(records))
             else:
                 print(resources_table(records, wide=args.output == "wide",
-                                      parents={k: c.parent.key for k, c in children.items()}))
+                                      parents={k: c.parent.key for k, c in children.items()},
+                                      headers=not args.no_headers))
             sys.stdout.flush()
             shown = seen
         if not args.watch:

@@ -145,12 +145,14 @@ def progress(r: InventoryRecord) -> str:
     return status.get("completedIndexes") or "-"
 
 
-def table(rows: list[list[str]]) -> str:
+def table(rows: list[list[str]], headers: bool = True) -> str:
+    """Columns padded to their widest cell. Without `headers` the first row (the titles)
+    is left out, the columns still as wide as it made them, as `kubectl --no-headers`."""
     if not rows:
         return ""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-                     for row in rows)
+                     for row in (rows if headers else rows[1:]))
 
 
 def best_cost(r: InventoryRecord) -> str:
@@ -181,10 +183,11 @@ _SOURCE: list[Column] = [("REASON", lambda r: r.reason or "-"),
 
 
 def resources_table(records: list[InventoryRecord], wide: bool = False,
-                    parents: Mapping[ResourceKey, ResourceKey] | None = None) -> str:
+                    parents: Mapping[ResourceKey, ResourceKey] | None = None,
+                    headers: bool = True) -> str:
     """The `get` table. `parents` maps a stage's or cell's Job to its Pipeline or Sweep:
     when any listed row has one, a PARENT column names it (`pipeline/te`), as kubectl
-    shows an owner."""
+    shows an owner. `headers=False`: the rows alone (`--no-headers`)."""
     kinds = {r.key.kind for r in records}
     only = next(iter(kinds)) if len(kinds) == 1 else None
     columns: list[Column] = [("NAME", lambda r: r.key.name), ("PHASE", lambda r: r.phase or "-"),
@@ -197,7 +200,79 @@ def resources_table(records: list[InventoryRecord], wide: bool = False,
     if wide:
         columns += [*_WIDE.get(only, []), *_SOURCE]
     return table([[title for title, _ in columns]]
-                 + [[cell(r) for _, cell in columns] for r in records])
+                 + [[cell(r) for _, cell in columns] for r in records], headers)
+
+
+def resource_names(records: list[InventoryRecord]) -> str:
+    """`get -o name`: `kind/name` a line, what `describe`, `logs` and `get` take back."""
+    return "\n".join(_short(r.key) for r in records)
+
+
+# --sort-by: a column, or a field path into the document `get -o json` prints.
+_PLAIN_COLUMNS: dict[str, Callable[[InventoryRecord], str]] = {
+    "KIND": lambda r: r.key.kind, "NAME": lambda r: r.key.name,
+    "PHASE": lambda r: r.phase or "-",
+    **{title: cell for columns in (*_COLUMNS.values(), *_WIDE.values(), _SOURCE)
+       for title, cell in columns}}
+# Columns whose text does not sort as its value: the amount, not "$10.00" before "$9.00";
+# the age, youngest first as the AGE column reads, from the creation time.
+_VALUE_COLUMNS: dict[str, Callable[[InventoryRecord], Any]] = {
+    "COST": lambda r: _amount(r.cost_usd),
+    "RATE": lambda r: _amount((r.status or {}).get("rateUSDPerHour")),
+    "AGE": lambda r: -r.created_at.timestamp() if r.created_at else None,
+}
+# The top-level fields of `get -o json`'s documents, read from one (so the two agree).
+SORT_FIELDS = tuple(resource_object(InventoryRecord(ResourceKey("Job", "p", "n"), "", {}, "")))
+Sorter = Callable[[InventoryRecord, Mapping[str, Any]], tuple]
+
+
+def sort_key(text: str) -> Sorter:
+    """What `--sort-by TEXT` sorts on: a column (`cost`, `AGE`, any title of a `get`
+    table, the PARENT column too) or a field path (`.status.phase`, `{.costUSD}`), as a
+    key of one resource's record and its document; numbers by value, missing last.
+    ValueError naming what is allowed when TEXT is neither."""
+    title = text.strip().upper()
+    if title == "PARENT":
+        return lambda _r, obj: _ordered(_parent_name(obj.get("parent")))
+    if title in _VALUE_COLUMNS:
+        return lambda r, _obj: _ordered(_VALUE_COLUMNS[title](r))
+    if title in _PLAIN_COLUMNS:
+        return lambda r, _obj: _ordered(_PLAIN_COLUMNS[title](r))
+    path = text.strip().removeprefix("{").removesuffix("}").strip()
+    steps = path.removeprefix(".").split(".") if path.startswith(".") else []
+    if not steps or steps[0] not in SORT_FIELDS or not all(steps):
+        columns = sorted({*_PLAIN_COLUMNS, "PARENT"})
+        raise ValueError(
+            f"{text!r} is neither a column nor a field: use a column ("
+            f"{', '.join(c.lower() for c in columns)}) or a field path of `get -o json` ("
+            f"{', '.join('.' + f for f in SORT_FIELDS)}; .status.phase reaches inside)")
+    return lambda _r, obj: _ordered(_field(obj, steps))
+
+
+def _parent_name(parent: Any) -> str | None:
+    return f"{parent.get('kind', '')}/{parent.get('name', '')}".lower() if isinstance(
+        parent, dict) else None
+
+
+def _field(obj: Any, steps: list[str]) -> Any:
+    for step in steps:
+        obj = obj.get(step) if isinstance(obj, Mapping) else None
+    return obj
+
+
+def _ordered(value: Any) -> tuple:
+    """A sort key that orders numbers (and amounts written as text) by value, then
+    times, then text; what is missing (None, "-", "") sorts last."""
+    if value is None or value in ("-", ""):
+        return (1,)
+    if isinstance(value, bool):
+        return (0, 2, str(value).lower())
+    if isinstance(value, int | float | Decimal):
+        return (0, 0, Decimal(str(value)))
+    if isinstance(value, str):
+        number = _amount(value)  # costUSD is text: "10.00" after "9.50"
+        return (0, 0, number) if number is not None else (0, 1, value)
+    return (0, 2, json.dumps(value, sort_keys=True, default=str))
 
 
 def _short(key: ResourceKey | None) -> str:
