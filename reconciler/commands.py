@@ -517,6 +517,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
     try:
         with _job_backend_with(args, args.target, HasLogs, "logs the reconciler cannot read; "
                                "read them with that platform's own tools") as (key, backend):
+            _check_index(args, backend.log_info(key, args.index or 0).indexes)
             for line in backend.logs(key, index=args.index, follow=args.follow):
                 line = shown(line.removesuffix("\n"))
                 sys.stdout.write(line + "\n")
@@ -524,6 +525,19 @@ def cmd_logs(args: argparse.Namespace) -> int:
     except _Lacks:
         return EXIT_PROBLEMS
     return EXIT_OK
+
+
+def _check_index(args: argparse.Namespace, indexes: int) -> None:
+    """`--index` must name one of the Job's indexes (ConfigError naming them). Without it
+    an Indexed Job shows index 0, and stderr says so and how to choose another, as
+    kubectl names the container it defaulted to: stdout stays the log alone."""
+    span = "0" if indexes == 1 else f"0-{indexes - 1}"
+    if args.index is not None and not 0 <= args.index < indexes:
+        raise ConfigError(f"{args.target} has no index {args.index}: its indexes are {span} "
+                          f"(choose one with --index)")
+    if args.index is None and indexes > 1:
+        print(f"nodus-gitops logs: showing index 0 of {args.target} (indexes {span}); "
+              "choose another with --index N", file=sys.stderr)
 
 
 def cmd_cp(args: argparse.Namespace) -> int:
