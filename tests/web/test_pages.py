@@ -10,7 +10,7 @@ import httpx
 import pytest
 from nodus_gitops.state.records import InventoryRecord
 
-from tests.web.seed import BAD_NAME, PROJECT, SHA1, SHA2, XSS_SCRIPT, Seeded
+from tests.web.seed import BAD_NAME, OPS_SHA, PROJECT, SHA1, XSS_SCRIPT, Seeded
 
 PAGES = ["/", "/resources", "/history", f"/resources/Job/{PROJECT}/hello",
          f"/resources/Pipeline/{PROJECT}/train-eval", f"/resources/Sweep/{PROJECT}/batch-size",
@@ -52,9 +52,9 @@ def test_planted_strings_show_as_text(client: httpx.Client) -> None:
 def test_overview_shows_each_binding(client: httpx.Client) -> None:
     html = client.get("/").text
     assert 'data-binding="ml-team"' in html and 'data-binding="ops"' in html
-    assert f'href="https://github.com/acme/ml/commit/{SHA2}"' in html
+    # ml-team reads a repository on disk: its commits are named, with no host to link to.
     assert f'<code title="{SHA1}">{SHA1[:12]}</code>' in html
-    assert f'href="https://gitlab.com/acme/ops/-/commit/{SHA1}"' in html
+    assert f'href="https://gitlab.com/acme/ops/-/commit/{OPS_SHA}"' in html
     assert "s3cret" not in html
     assert "not yet applied" in html
     # A failed sync, a poll error and failed resources stand out.
@@ -92,11 +92,11 @@ def test_resources_table_pages_by_fifty(client: httpx.Client, seeded: Seeded) ->
 
 def test_job_page(client: httpx.Client) -> None:
     html = client.get(f"/resources/Job/{PROJECT}/hello").text
-    assert "API_KEY: &#x27;********&#x27;" in html  # masked (YAML quotes the stars)
+    assert "API_KEY: ********" in html  # masked in the file's own text
     assert "sk-live-123" not in html and "hunter2" not in html
     assert "LOG_LEVEL: debug" in html
     assert "4f1c0e9a2b7d" + "0" * 52 in html and "214 B" in html
-    assert "jobs/hello.yaml" in html and f"https://github.com/acme/ml/commit/{SHA1}" in html
+    assert "jobs/hello.yaml" in html and f'<code title="{SHA1}">' in html
     logs = re.findall(r'<pre class="log" data-logs="([^"]+)">', html)
     assert logs == [f"/api/v1/resources/Job/{PROJECT}/hello/logs?index=0&amp;tail=200",
                     f"/api/v1/resources/Job/{PROJECT}/hello/logs?index=1&amp;tail=200"]
