@@ -127,9 +127,17 @@ class Service:
         for provider in self.providers(held_only=True):
             if isinstance(provider, ExpiresFinished):
                 try:
-                    provider.expire_finished()
+                    removed = provider.expire_finished()
                 except Exception:  # a bug must not stop the next refresh
                     log.exception("TTL sweep crashed")
+                    continue
+                # The record stays final (its phase, its cost); its history says where
+                # it went, for `describe` and the dashboard. Stage and cell Jobs have no
+                # record of their own: their parent's event covers them.
+                self.store.add_events([
+                    (key, "Normal", "Expired", "ttlSecondsAfterFinished passed: the backend "
+                     "removed it with its outputs and logs")
+                    for key in removed if self.store.get_resource(key) is not None])
 
     def hold_budgets(self) -> None:
         """Tell each backend that holds budgets, for each project of the bindings this

@@ -78,6 +78,9 @@ def test_a_finished_job_goes_with_its_outputs_when_its_ttl_passed(serve, tmp_pat
                "the Job's run directory (outputs, logs) to go after its TTL", timeout=60)
     record = served.record("Job", "brief")
     assert (record.phase, record.deleted) == ("Succeeded", False)  # final, not "Missing"
+    # ...and its history says where it went: `describe` shows the TTL removed it.
+    expired = [e for e in served.store.list_events(record.key) if e.reason == "Expired"]
+    assert len(expired) == 1 and "ttlSecondsAfterFinished" in expired[0].message, expired
     assert planned(served, "brief") == []  # neither created again nor drift
     assert not run_dir(tmp_path, "brief").exists()
 
