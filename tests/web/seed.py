@@ -261,7 +261,8 @@ def write_run(root: Path, name: str, lines: dict[tuple[int, int], list[str]],
         (run / "logs" / f"{index}-{attempt}.log").write_text("".join(t + "\n" for t in text))
 
 
-def seed(state_dir: Path, dashboard: dict[str, Any] | None = None) -> Seeded:
+def seed(state_dir: Path | str, dashboard: dict[str, Any] | None = None) -> Seeded:
+    state_dir = Path(state_dir)
     repo_dir = state_dir.with_name(f"{state_dir.name}-ml-manifests")
     assert write_manifests_repo(repo_dir) == (SHA1, SHA2)
     store = Store.open(state_dir=state_dir)
