@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -17,6 +18,7 @@ from nodus_gitops.floor.identity import KINDS, MAX_NAME, ResourceKey, is_resourc
 from nodus_gitops.floor.phases import is_terminal
 from nodus_gitops.floor.problems import Problem
 from nodus_gitops.floor.results import RUNS, ActionType
+from nodus_gitops.locations import CONFIG_ENV, STATE_FILE, find_config, no_state
 from nodus_gitops.logging_setup import setup_logging
 from nodus_gitops.manifests import iter_manifest_files, outside_link
 from nodus_gitops.output import (
@@ -41,45 +43,59 @@ EXIT_CHANGES = 2  # `plan`: changes pending
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
+    """The settings of a command: its flags over the environment over the config file
+    that `locations.find_config` finds (a config found in the user's folder, not named,
+    adds no repos to a `--repo`)."""
     from nodus_gitops.config import binding_from_flags, load_settings
 
+    config = find_config(getattr(args, "config", None), os.environ)
+    if config.named_by == CONFIG_ENV and not Path(config.path or "").is_file():
+        raise ConfigError(f"{CONFIG_ENV}={config.path}: no such file (unset it, or name a "
+                          "config file that exists)")
     bindings = ()
     if getattr(args, "repo", None):
         bindings = (binding_from_flags(args.repo, args.branch, args.path, args.project,
                                        args.provider, getattr(args, "interval", None)),)
-    settings = load_settings(getattr(args, "config", None), bindings=bindings, overrides={
+    settings = load_settings(config.path, bindings=bindings, overrides={
         "state_dir": args.state_dir, "state_url": args.state, "instance": args.instance,
         "listen": getattr(args, "listen", None)})
+    if bindings and config.ambient:
+        settings = replace(settings, bindings=bindings)
     if getattr(args, "binding", None):  # --binding ID: that binding of the config alone
         settings = replace(settings, bindings=(settings.binding(args.binding),))
     return settings
 
 
-def open_store(settings: Settings, *, create: bool = True) -> Store:
-    """The state store. A command that only reads (`create=False`) never makes one nor
-    migrates one: where there is none it says where it looked and how to point it
-    elsewhere."""
+def open_store(settings: Settings) -> Store:
+    """The state store, made (or migrated) where there is none yet: for the commands
+    that write it (`reconcile`, `serve`)."""
     from nodus_gitops.state.store import Store
 
-    if not create and not _has_state(settings):
-        raise ConfigError(
-            f"no state database at {_state_file(settings)}: the state directory is "
-            "--state-dir, else NODUS_GITOPS_HOME, else the config's stateDir, else "
-            "./.nodus-gitops; run `nodus-gitops reconcile` or `serve` with it first, or "
-            "point --state-dir (or --state URL) at an existing one")
-    if create:
-        settings.state_dir.mkdir(parents=True, exist_ok=True)
-    return Store.open(settings.state_url, settings.state_dir, read_only=not create)
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    return Store.open(settings.state_url, settings.state_dir)
+
+
+def read_store(args: argparse.Namespace, settings: Settings) -> Store:
+    """The state store of a command that only reads: never made nor migrated. Where
+    there is none, a ConfigError says each place looked and how to point elsewhere."""
+    if not _has_state(settings):
+        raise ConfigError(no_state(args.state_dir, os.environ, find_config(
+            getattr(args, "config", None), os.environ), settings.state_dir))
+    return _open_read_only(settings)
 
 
 def existing_store(settings: Settings) -> Store | None:
     """The state store if there is one, else None."""
-    return open_store(settings, create=False) if _has_state(settings) else None
+    return _open_read_only(settings) if _has_state(settings) else None
+
+
+def _open_read_only(settings: Settings) -> Store:
+    from nodus_gitops.state.store import Store
+
+    return Store.open(settings.state_url, settings.state_dir, read_only=True)
 
 
 def _state_file(settings: Settings) -> Path:
-    from nodus_gitops.state.engine import STATE_FILE
-
     return settings.state_dir / STATE_FILE
 
 
@@ -381,7 +397,7 @@ def cmd_get(args: argparse.Namespace) -> int:
     from nodus_gitops.job_views import Backends, find_job
 
     settings = settings_from(args)
-    store = open_store(settings, create=False)
+    store = read_store(args, settings)
     kind, _, name = (args.target or "").partition("/")
     selected = label_selector(args.selector)
     shown: str | None = None
@@ -429,7 +445,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
     from nodus_gitops.job_views import Backends, find_job
 
     settings = settings_from(args)
-    store = open_store(settings, create=False)
+    store = read_store(args, settings)
     kind, _, name = args.target.partition("/")
     records = [r for r in _select(store, args.target) if r.key.name == name]
     child = None
