@@ -9,14 +9,19 @@ from __future__ import annotations
 import re
 from contextlib import suppress
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from nodus_gitops.floor.budgets import Budget
 from nodus_gitops.floor.errors import NotFoundError, ProviderError
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.redaction import url_without_userinfo
 from nodus_gitops.output import backend_events, resource_object
 from nodus_gitops.providers.base import HasEvents
+from nodus_gitops.source import CommitInfo
+from nodus_gitops.spending import usd
 from nodus_gitops.state.records import (
     BindingRecord,
     CheckRecordValue,
@@ -24,7 +29,7 @@ from nodus_gitops.state.records import (
     InventoryRecord,
     SyncRecord,
 )
-from nodus_gitops.web import logs, queries
+from nodus_gitops.web import logs, overview_queries, queries
 from nodus_gitops.web.html import with_query
 from nodus_gitops.web.redact import mask
 from nodus_gitops.workloads.children import ChildJob, find_child
@@ -126,20 +131,52 @@ def _live(provider: Any, child: ChildJob) -> InventoryRecord:
         return child.record()
 
 
+def commit_object(repo_url: str | None, sha: str | None,
+                  info: CommitInfo | None) -> dict[str, Any] | None:
+    """A commit as the Overview shows it: its message's first line, author and time when
+    the mirror holds it (else null), and its page on a known host."""
+    if not sha:
+        return None
+    return {"sha": sha, "message": info.message if info else None,
+            "author": info.author if info else None, "email": info.email if info else None,
+            "time": _iso(info.time) if info else None, "url": commit_url(repo_url, sha)}
+
+
+def budget_object(store: Any, budget: Budget | None) -> dict[str, Any] | None:
+    """The binding's project budget this period; null when none is configured."""
+    if budget is None:
+        return None
+    start, spent = overview_queries.budget_spent(store, budget, datetime.now(UTC))
+    return {"project": budget.project, "limitUSD": usd(budget.limit_usd),
+            "period": budget.period.value, "periodStart": _iso(start),
+            "spentUSD": usd(spent), "leftUSD": usd(budget.limit_usd - spent)}
+
+
 def binding_object(service: Service, record: BindingRecord | None, binding_id: str,
                    counts: dict[str, int], cost: Any,
-                   last: SyncRecord | None) -> dict[str, Any]:
+                   last: SyncRecord | None, *, head_sync: SyncRecord | None = None,
+                   live: dict[str, int] | None = None,
+                   spend: Decimal | None = None) -> dict[str, Any]:
     sync = service.syncs.get(binding_id)
     url = record.url if record else (sync.binding.url if sync else None)
+    shown_url = url_without_userinfo(url) if url else None
+    head = record.last_seen_commit if record else None
+    applied = record.last_applied_commit if record else None
+    state = overview_queries.sync_status(head, applied, head_sync)
+    rolled = overview_queries.health(live if live is not None else {})
+    mirror = sync.source.path if sync else None
+    head_info, applied_info = overview_queries.COMMITS.read_many([(mirror, head),
+                                                                  (mirror, applied)])
+    budget = budget_object(service.store, sync.binding.budget if sync else None)
     return {
         "id": binding_id,
-        "url": url_without_userinfo(url) if url else None,
+        "url": shown_url,
         "branch": record.branch if record else None,
         "path": record.path if record else None,
         "project": record.project if record else None,
         "interval": sync.binding.interval if sync else None,
-        "lastSeenCommit": record.last_seen_commit if record else None,
-        "lastAppliedCommit": record.last_applied_commit if record else None,
+        "lastSeenCommit": head,
+        "lastAppliedCommit": applied,
         "lastPollAt": _iso(record.last_poll_at) if record else None,
         "lastError": record.last_error if record else None,
         "lastSync": {"id": last.id, "commit": last.commit, "result": last.result,
@@ -147,16 +184,36 @@ def binding_object(service: Service, record: BindingRecord | None, binding_id: s
         if last else None,
         "phases": counts,
         "costUSD": f"{cost:.2f}",
+        "syncStatus": state.status.value,
+        "syncReason": state.reason,
+        "headSync": {"id": head_sync.id, "result": head_sync.result,
+                     "message": head_sync.message, "startedAt": _iso(head_sync.started_at),
+                     "finishedAt": _iso(head_sync.finished_at)} if head_sync else None,
+        "health": rolled.status.value,
+        "healthReason": rolled.reason,
+        "headCommit": commit_object(shown_url, head, head_info),
+        "appliedCommit": commit_object(shown_url, applied, applied_info),
+        "spendUSD": usd(spend if spend is not None else Decimal(str(cost))),
+        "budget": budget,
+        "budgetLeftUSD": budget["leftUSD"] if budget else None,
     }
 
 
 def repos(service: Service) -> list[dict[str, Any]]:
+    """Every binding where it stands: a fixed number of queries, whatever the inventory's
+    size (grouped counts and sums, and one lookup of the head commits' syncs)."""
     store = service.store
     records = {b.id: b for b in store.list_bindings()}
     totals = queries.totals(store)
     counts, costs = totals.phases_by_binding(), totals.cost_by_binding()
+    live = overview_queries.live_phases(store)
+    spend = overview_queries.spend_by_binding(store)
+    heads = {b: records[b].last_seen_commit if b in records else None for b in service.syncs}
+    head_syncs = overview_queries.head_syncs(store, heads)
     return [binding_object(service, records.get(b), b, counts.get(b, {}), costs.get(b, 0),
-                           store.last_sync(b)) for b in service.syncs]
+                           store.last_sync(b), head_sync=head_syncs.get(b),
+                           live=live.get(b, {}), spend=spend.get(b, Decimal(0)))
+            for b in service.syncs]
 
 
 def sync_object(s: SyncRecord, detail: bool = False) -> dict[str, Any]:

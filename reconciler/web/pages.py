@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from nodus_gitops.floor.redaction import url_without_userinfo
 from nodus_gitops.output import age, money, progress
 from nodus_gitops.web import api, queries
-from nodus_gitops.web.format import BAD_RESULTS, commit_link, now_text, result_badge, when
+from nodus_gitops.web.format import commit_link, now_text, result_badge, when
 from nodus_gitops.web.html import (
     Safe,
     definition_list,
@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     from nodus_gitops.service import Service
 
 BAD_PHASES = frozenset({"Failed"})
+# Sync statuses a person should look at: the card says it stands out.
+PROBLEM_SYNC = frozenset({"Failed", "Blocked"})
 
 
 def _phase_counts(binding: str, counts: dict[str, int]) -> Safe:
@@ -37,45 +39,85 @@ def _phase_counts(binding: str, counts: dict[str, int]) -> Safe:
     return tag("ul", *items, class_="counts", data_field="phases")
 
 
+def _commit(b: dict[str, Any], key: str) -> Safe:
+    """A head or applied commit: its SHA (linked to its host's page when known), then
+    its message's first line, author and time as Git has them."""
+    c = b[key]
+    if c is None:
+        return tag("span", "-", data_field=key)
+    if c["message"] is None:
+        about: list[Any] = [tag("span", "message not in the mirror yet", class_="muted")]
+    else:
+        about = [tag("span", c["message"], class_="message"), " · ",
+                 tag("span", c["author"], class_="author"), " · ", when(c["time"])]
+    return tag("span", commit_link(b["url"], c["sha"]), " ", *about, class_="commit",
+               data_field=key)
+
+
+def _budget(b: dict[str, Any]) -> Safe:
+    budget = b["budget"]
+    if budget is None:
+        return tag("span", "no budget", class_="muted", data_field="budget")
+    over = budget["leftUSD"].startswith("-")
+    text = (f"${budget['leftUSD']} left of ${budget['limitUSD']} per {budget['period']}"
+            f" (project {budget['project']} spent ${budget['spentUSD']} since "
+            f"{budget['periodStart'][:10]})")
+    return tag("span", text, " ", tag("strong", "over budget") if over else "",
+               class_="bad" if over else None, data_field="budget")
+
+
+def _status(b: dict[str, Any]) -> Safe:
+    """The sync status and the health, each as a word with its reason beside it."""
+    sync, health = b["syncStatus"], b["healthReason"]
+    return tag(
+        "p",
+        tag("span", sync, class_=f"sync-status sync-{sync.lower()}", data_field="syncStatus"),
+        " ", tag("span", b["syncReason"], class_="reason", data_field="syncReason"), " ",
+        tag("span", b["health"], class_=f"health health-{b['health'].lower()}",
+            data_field="health"),
+        " ", tag("span", health, class_="reason", data_field="healthReason"),
+        class_="status")
+
+
+def overview_card(b: dict[str, Any]) -> Safe:
+    binding = b["id"]
+    last = b["lastSync"] or {}
+    problem = bool(b["lastError"]) or b["syncStatus"] in PROBLEM_SYNC or \
+        b["health"] == "Degraded"
+    facts = [
+        ("Head commit", _commit(b, "headCommit")),
+        ("Applied commit", _commit(b, "appliedCommit")),
+        ("Last sync", tag("span", result_badge(last.get("result")), " ",
+                          when(last.get("finishedAt")), " ",
+                          tag("span", last.get("message") or "", class_="muted"),
+                          data_field="lastSync")),
+        ("Last poll", tag("span", when(b["lastPollAt"]), data_field="lastPollAt")),
+        ("Spend", tag("span", f"${b['spendUSD']}", data_field="spendUSD")),
+        ("Budget", _budget(b)),
+        ("Repository", tag("span", b["url"], class_="url")),
+        ("Branch", tag("code", b["branch"] or "-")),
+        ("Path", tag("code", b["path"] or "/")),
+        ("Project", b["project"] or "-"),
+    ]
+    if b["lastError"]:
+        facts.append(("Error", tag("span", b["lastError"], class_="error")))
+    links = tag("p",
+                tag("a", "resource tree", href=path("repos", binding)), " · ",
+                tag("a", "resources", href=with_query("/resources", {"repo": binding})), " · ",
+                tag("a", "history", href=with_query("/history", {"repo": binding})),
+                class_="links")
+    return tag("section", tag("h2", tag("a", binding, href=path("repos", binding))),
+               _status(b), definition_list(facts), tag("h3", "Resources by phase"),
+               _phase_counts(binding, b["phases"]), links,
+               class_="card" + (" problem" if problem else ""), data_binding=binding)
+
+
 def overview(service: Service) -> bytes:
-    cards = []
-    repos = api.repos(service)
-    for b in repos:
-        last = b["lastSync"] or {}
-        problem = b["lastError"] or last.get("result") in BAD_RESULTS or any(
-            p in BAD_PHASES for p in b["phases"])
-        pending = b["lastSeenCommit"] and b["lastSeenCommit"] != b["lastAppliedCommit"]
-        facts = [
-            ("Repository", tag("span", b["url"], class_="url")),
-            ("Branch", tag("code", b["branch"] or "-")),
-            ("Path", tag("code", b["path"] or "/")),
-            ("Project", b["project"] or "-"),
-            ("Last seen", tag("span", commit_link(b["url"], b["lastSeenCommit"]),
-                              data_field="lastSeenCommit")),
-            ("Last applied", tag("span", commit_link(b["url"], b["lastAppliedCommit"]),
-                                 " ", tag("span", "not yet applied", class_="warn")
-                                 if pending else "", data_field="lastAppliedCommit")),
-            ("Last sync", tag("span", result_badge(last.get("result")), " ",
-                              when(last.get("finishedAt")), " ",
-                              tag("span", last.get("message") or "", class_="muted"),
-                              data_field="lastSync")),
-            ("Last poll", tag("span", when(b["lastPollAt"]), data_field="lastPollAt")),
-            ("Total cost", tag("span", f"${b['costUSD']}", data_field="costUSD")),
-        ]
-        if b["lastError"]:
-            facts.append(("Error", tag("span", b["lastError"], class_="error")))
-        cards.append(tag(
-            "section",
-            tag("h2", tag("a", b["id"], href=with_query("/resources", {"repo": b["id"]}))),
-            definition_list(facts),
-            tag("h3", "Resources by phase"),
-            _phase_counts(b["id"], b["phases"]),
-            tag("p", tag("a", "history", href=with_query("/history", {"repo": b["id"]}))),
-            class_="card" + (" problem" if problem else ""), data_binding=b["id"]))
+    cards = [overview_card(b) for b in api.repos(service)]
     if not cards:
         cards.append(tag("p", "No repository bindings are configured.", class_="muted"))
-    return layout("Overview", tag("div", *cards, class_="cards"), active="overview",
-                  poll="/api/v1/repos", generated=now_text())
+    return layout("Overview", tag("div", *cards, class_="cards", data_live="overview-cards"),
+                  active="overview", poll="/api/v1/repos", generated=now_text())
 
 
 def _sort_header(q: queries.ResourceQuery, key: str, label: str) -> Safe:

@@ -56,11 +56,11 @@ def test_overview_shows_each_binding(client: httpx.Client) -> None:
     assert f'<code title="{SHA1}">{SHA1[:12]}</code>' in html
     assert f'href="https://gitlab.com/acme/ops/-/commit/{OPS_SHA}"' in html
     assert "s3cret" not in html
-    assert "not yet applied" in html
+    assert 'data-field="syncStatus">Blocked<' in html  # the head is not applied
     # A failed sync, a poll error and failed resources stand out.
     assert html.count('class="card problem"') == 2
     assert 'class="phase phase-invalid bad"' in html
-    assert "$0.31" in html and "$1.50" in html
+    assert "$0.3133" in html and "$1.5<" in html  # spend, to the digit that is not zero
 
 
 def test_resources_table_filters_and_sorts(client: httpx.Client) -> None:
@@ -138,8 +138,7 @@ def test_history_lists_syncs_with_plans_and_checks(client: httpx.Client) -> None
     html = client.get("/history").text
     syncs = re.findall(r'<section class="([^"]+)" data-sync="(\d+)"', html)
     assert [c for c, _ in syncs] == ["sync card problem", "sync card"]
-    assert "jobs/bad.yaml:3: unknown field" in html
-    assert "spec.maxParallel" in html and "<code>1</code> → <code>2</code>" in html
+    assert "jobs/bad.yaml:3</a>" in html and "unknown field" in html
     assert "nodus-gitops/plan" in html and "gitnotes" in html
     assert "1 created, 1 patched" in html and "created: 1" not in html
     assert client.get("/history?repo=ops").text.count("data-sync=") == 0
