@@ -22,8 +22,11 @@ from nodus_gitops.locations import CONFIG_ENV, STATE_FILE, find_config, no_state
 from nodus_gitops.logging_setup import setup_logging
 from nodus_gitops.manifests import iter_manifest_files, outside_link
 from nodus_gitops.output import (
+    RESULT_COLOURS,
+    colour_wanted,
     describe,
     dump,
+    paint,
     plan_text,
     resource_names,
     resource_object,
@@ -128,10 +131,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
         n = len(result.manifests)
         if result.ok:
             print(f"{n} resource{'s' if n != 1 else ''} in {len(files)} "
-                  f"file{'s' if len(files) != 1 else ''}: valid")
+                  f"file{'s' if len(files) != 1 else ''}: "
+                  + paint("valid", RESULT_COLOURS, colour_wanted(sys.stdout)))
         else:
-            print(f"{len(result.problems)} problem{'s' if len(result.problems) != 1 else ''} "
-                  f"in {n} resources", file=sys.stderr)
+            count = f"{len(result.problems)} problem{'s' if len(result.problems) != 1 else ''}"
+            print(f"{paint(count, {count: 'bad'}, colour_wanted(sys.stderr))} in {n} resources",
+                  file=sys.stderr)
     return EXIT_OK if result.ok else EXIT_PROBLEMS
 
 
@@ -259,8 +264,8 @@ def _reconcile(service, store: Store, args: argparse.Namespace) -> int:
     reports = service.reconcile_all(force=True)
     failed = False
     for report in reports:
-        print(f"{report.binding}: {report.result} at {(report.commit or '-')[:12]}: "
-              f"{report.message}")
+        result = paint(str(report.result), RESULT_COLOURS, colour_wanted(sys.stdout))
+        print(f"{report.binding}: {result} at {(report.commit or '-')[:12]}: {report.message}")
         for p in report.problems:
             print(f"  {p}")
         if report.plan:
@@ -286,7 +291,7 @@ def _wait_until_finished(service, store: Store, timeout: float | None) -> bool:
         service.refresh_all()
         records = store.list_inventory()
         if all(is_terminal(r.phase) or r.deleted for r in records):
-            print(resources_table(records))
+            print(resources_table(records, colour=colour_wanted(sys.stdout)))
             return all(r.phase == "Succeeded" or r.deleted for r in records)
         if deadline and time.monotonic() > deadline:
             print(resources_table(records))
@@ -433,7 +438,8 @@ def cmd_get(args: argparse.Namespace) -> int:
             else:
                 print(resources_table(records, wide=args.output == "wide",
                                       parents={k: c.parent.key for k, c in children.items()},
-                                      headers=not args.no_headers))
+                                      headers=not args.no_headers,
+                                      colour=colour_wanted(sys.stdout)))
             sys.stdout.flush()
             shown = seen
         if not args.watch:
@@ -458,12 +464,12 @@ def cmd_describe(args: argparse.Namespace) -> int:
         if child is not None:
             shown = backends.child_now(child)
             print(describe(shown, backends.events(child), parent=child.title,
-                           notes=backends.notes))
+                           notes=backends.notes, colour=colour_wanted(sys.stdout)))
         for r in records:
             events = store.list_events(r.key)
             if r.key.kind == "Job":  # with those its backend keeps
                 events = events + backends.events(r)
-            print(describe(r, events, notes=backends.notes))
+            print(describe(r, events, notes=backends.notes, colour=colour_wanted(sys.stdout)))
     return EXIT_OK
 
 

@@ -145,14 +145,51 @@ def progress(r: InventoryRecord) -> str:
     return status.get("completedIndexes") or "-"
 
 
-def table(rows: list[list[str]], headers: bool = True) -> str:
+# Colour, for a terminal only (`colour_wanted`): what a reader scans a listing for, how a
+# resource or a sync ended. SGR codes: green, red, yellow, cyan, dim.
+_SGR = {"good": "32", "bad": "31", "held": "33", "busy": "36", "quiet": "2"}
+PHASE_COLOURS = {"Succeeded": "good", "Failed": "bad", "CreateFailed": "bad",
+                 "Running": "busy", "Provisioning": "busy", "Recovering": "held",
+                 "Queued": "held", "Suspending": "held", "Suspended": "held",
+                 "Cancelling": "quiet", "Cancelled": "quiet"}
+RESULT_COLOURS = {"applied": "good", "noop": "good", "valid": "good", "invalid": "bad",
+                  "error": "bad", "partial": "bad", "failed": "bad", "blocked": "held"}
+
+
+def colour_wanted(stream: Any) -> bool:
+    """Whether `stream` shows colour: a terminal, NO_COLOR unset or empty (no-color.org),
+    and a TERM other than `dumb`. A pipe or a file never gets escape sequences."""
+    import os
+
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty()) and not os.environ.get("NO_COLOR") and os.environ.get(
+        "TERM") != "dumb"
+
+
+def paint(text: str, colours: Mapping[str, str], colour: bool = True) -> str:
+    """`text` in the colour `colours` gives it (unchanged without one, or `colour` off)."""
+    code = _SGR.get(colours.get(text, "")) if colour else None
+    return f"\x1b[{code}m{text}\x1b[0m" if code else text
+
+
+def table(rows: list[list[str]], headers: bool = True,
+          painted: Mapping[int, Mapping[str, str]] | None = None) -> str:
     """Columns padded to their widest cell. Without `headers` the first row (the titles)
-    is left out, the columns still as wide as it made them, as `kubectl --no-headers`."""
+    is left out, the columns still as wide as it made them, as `kubectl --no-headers`.
+    `painted`: column index -> the colours of its cells (not the titles'), applied after
+    the padding so that colour never moves a column."""
     if not rows:
         return ""
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("   ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-                     for row in (rows if headers else rows[1:]))
+    painted = painted or {}
+
+    def cell(i: int, text: str, width: int, title: bool) -> str:
+        shown = text if title or i not in painted else paint(text, painted[i])
+        return shown + " " * (width - len(text))
+
+    return "\n".join("   ".join(cell(i, c, w, n == 0) for i, (c, w) in enumerate(
+        zip(row, widths, strict=True))).rstrip() for n, row in enumerate(rows)
+        if headers or n > 0)
 
 
 def best_cost(r: InventoryRecord) -> str:
@@ -184,10 +221,11 @@ _SOURCE: list[Column] = [("REASON", lambda r: r.reason or "-"),
 
 def resources_table(records: list[InventoryRecord], wide: bool = False,
                     parents: Mapping[ResourceKey, ResourceKey] | None = None,
-                    headers: bool = True) -> str:
+                    headers: bool = True, colour: bool = False) -> str:
     """The `get` table. `parents` maps a stage's or cell's Job to its Pipeline or Sweep:
     when any listed row has one, a PARENT column names it (`pipeline/te`), as kubectl
-    shows an owner. `headers=False`: the rows alone (`--no-headers`)."""
+    shows an owner. `headers=False`: the rows alone (`--no-headers`); `colour`: phases
+    coloured, for a terminal."""
     kinds = {r.key.kind for r in records}
     only = next(iter(kinds)) if len(kinds) == 1 else None
     columns: list[Column] = [("NAME", lambda r: r.key.name), ("PHASE", lambda r: r.phase or "-"),
@@ -199,8 +237,10 @@ def resources_table(records: list[InventoryRecord], wide: bool = False,
         columns.append(("PARENT", lambda r: _short(parents.get(r.key))))
     if wide:
         columns += [*_WIDE.get(only, []), *_SOURCE]
+    phase = [title for title, _ in columns].index("PHASE")
     return table([[title for title, _ in columns]]
-                 + [[cell(r) for _, cell in columns] for r in records], headers)
+                 + [[cell(r) for _, cell in columns] for r in records], headers,
+                 painted={phase: PHASE_COLOURS} if colour else None)
 
 
 def resource_names(records: list[InventoryRecord]) -> str:
@@ -314,15 +354,15 @@ def backend_events(events: list[dict[str, Any]], key: ResourceKey) -> list[Event
 
 
 def describe(r: InventoryRecord, events: list[EventRecord], parent: str | None = None,
-             notes: list[str] | None = None) -> str:
+             notes: list[str] | None = None, colour: bool = False) -> str:
     """`describe`: the resource, its status and its events (the reconciler's and its
     backend's, oldest first); `parent` (`Pipeline/te (stage train)`) for a stage's or a
-    cell's Job, `notes` for what could not be read."""
+    cell's Job, `notes` for what could not be read; `colour`: the phase coloured."""
     lines = [f"Name:        {r.key.name}", f"Kind:        {r.key.kind}",
              f"Project:     {r.key.project}"]
     if parent:
         lines.append(f"Parent:      {parent}")
-    lines.append(f"Phase:       {r.phase or '-'}")
+    lines.append(f"Phase:       {paint(r.phase or '-', PHASE_COLOURS, colour)}")
     if r.deleted:
         lines.append("Gone:        the backend no longer has it (finished and removed)")
     if r.reason:
