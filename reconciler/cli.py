@@ -42,95 +42,184 @@ def _sort_key(text: str):
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+_FORMAT = argparse.RawDescriptionHelpFormatter  # descriptions and examples as written
+
+
 def _state_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--state-dir", help="state directory (default ./.nodus-gitops, env "
-                   "NODUS_GITOPS_HOME)")
-    p.add_argument("--state", help="state database URL (default SQLite in the state "
-                   "directory; postgresql+psycopg://... for PostgreSQL; env NODUS_GITOPS_STATE)")
+    p.add_argument("--state-dir", metavar="DIR", help="state directory (default: env "
+                   "NODUS_GITOPS_HOME, else the config's stateDir, else ./.nodus-gitops)")
+    p.add_argument("--state", metavar="URL", help="state database URL (default SQLite in the "
+                   "state directory; postgresql+psycopg://... for PostgreSQL; env "
+                   "NODUS_GITOPS_STATE)")
     p.add_argument("--instance", help="this reconciler's name, in labels and check contexts "
                    "(env NODUS_GITOPS_INSTANCE)")
-    p.add_argument("--config", help="YAML config file with repo bindings and providers")
+    p.add_argument("--config", metavar="FILE", help="YAML config file with repo bindings and "
+                   "providers (default: env NODUS_GITOPS_CONFIG, else "
+                   "~/.config/nodus-gitops/config.yaml if there is one)")
 
 
 def _repo_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--repo", help="Git URL or local path of the manifests repository")
+    p.add_argument("--repo", metavar="URL|PATH", help="Git URL or local path of the "
+                   "manifests repository")
     p.add_argument("--branch", help="branch to track (default: the local repository's "
                    "current branch, else main)")
-    p.add_argument("--path", help="folder of the manifests inside the repository")
+    p.add_argument("--path", metavar="DIR", help="folder of the manifests inside the "
+                   "repository")
     p.add_argument("--project", help="Nodus project the repository feeds (default: default)")
     p.add_argument("--provider", help="compute backend (default: local)")
-    p.add_argument("--binding", help="with --config: the binding to use")
+    p.add_argument("--binding", metavar="ID", help="with --config: the binding to use")
+
+
+_TARGET = ("job, pipeline or sweep (or jobs, pipelines, sweeps), alone for every resource "
+           "of that kind or with /NAME for one")
+
+
+def _subcommand(sub, name: str, summary: str, description: str,
+                examples: str) -> argparse.ArgumentParser:
+    """A subcommand whose --help says what it does and shows how it is typed."""
+    return sub.add_parser(name, help=summary, description=description,
+                          epilog="examples:\n" + examples, formatter_class=_FORMAT)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="nodus-gitops", description="GitOps reconciler for Nodus workloads.")
+    parser = _Parser(
+        prog="nodus-gitops", formatter_class=_FORMAT,
+        description="GitOps reconciler for Nodus workloads: Job, Pipeline and Sweep manifests "
+        "in Git,\nvalidated, planned and applied to a compute backend.",
+        epilog="where it looks:\n"
+        "  config  --config FILE, else NODUS_GITOPS_CONFIG, else "
+        "~/.config/nodus-gitops/config.yaml\n"
+        "  state   --state-dir DIR, else NODUS_GITOPS_HOME, else the config's stateDir, else\n"
+        "          ./.nodus-gitops (or a database: --state URL, NODUS_GITOPS_STATE)\n\n"
+        "exit codes: 0 success, 1 problems found or the command failed, 2 usage error\n"
+        "(plan: 2 when changes are pending). `nodus-gitops COMMAND --help` for each.")
     parser.add_argument("--version", action="version", version=f"nodus-gitops {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
+                                metavar="COMMAND")
 
-    p = sub.add_parser("validate", help="check manifests against the schemas and rules")
+    p = _subcommand(sub, "validate", "check manifests against the schemas and rules",
+                    "Check Job, Pipeline and Sweep manifests against the JSON Schemas and the\n"
+                    "platform's rules. Every problem names the file, the line, the resource\n"
+                    "and the field; all problems of all files come in one run. Reads only the\n"
+                    "files it is given: no state, no config.",
+                    "  nodus-gitops validate examples-repo\n"
+                    "  nodus-gitops validate jobs/train.yaml -o json")
     p.add_argument("paths", nargs="*", default=["."], metavar="PATH",
                    help="files or directories (default: .)")
-    p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    p.add_argument("-o", "--output", choices=["text", "json"], default="text",
+                   help="text: one line per problem; json: {resources, problems}")
     p.set_defaults(func="cmd_validate")
 
-    p = sub.add_parser("plan", help="show what a commit would change (exit 0 none, 2 "
-                       "changes, 1 problems)")
+    p = _subcommand(sub, "plan", "show what a commit would change (exit 0 none, 2 changes, "
+                    "1 problems)",
+                    "Show what applying a commit would create, patch, replace or delete,\n"
+                    "against what the state records; nothing is applied or written. Exit 0\n"
+                    "when nothing would change, 2 when changes are pending, 1 for problems\n"
+                    "or a blocked change.",
+                    "  nodus-gitops plan --repo . --path examples-repo\n"
+                    "  nodus-gitops plan --config config.yaml --binding team-a --ref "
+                    "feature/x -o json")
     _repo_options(p)
     _state_options(p)
     p.add_argument("--ref", help="branch, tag, SHA or ref to plan (default: the branch tip)")
-    p.add_argument("-o", "--output", choices=["text", "json"], default="text")
+    p.add_argument("-o", "--output", choices=["text", "json"], default="text",
+                   help="text: the plan as people read it; json: every action and problem")
     p.set_defaults(func="cmd_plan")
 
-    p = sub.add_parser("reconcile", help="fetch, validate, plan and apply")
+    p = _subcommand(sub, "reconcile", "fetch, validate, plan and apply",
+                    "Fetch the repository, validate it, plan and apply the plan once, then\n"
+                    "wait until every resource has finished (or return at once with --once).\n"
+                    "A running `serve` of the same state applies new commits itself.",
+                    "  nodus-gitops reconcile --repo . --path examples-repo --timeout 10m\n"
+                    "  nodus-gitops reconcile --config config.yaml --binding team-a --once")
     _repo_options(p)
     _state_options(p)
     p.add_argument("--once", action="store_true", help="apply and return; without it, wait "
                    "until every resource has finished")
-    p.add_argument("--timeout", type=_duration, help="how long to wait without --once (90, "
-                   "90s, 2m)")
+    p.add_argument("--timeout", type=_duration, metavar="DURATION", help="how long to wait "
+                   "without --once (90, 90s, 2m, 1h30m)")
     p.set_defaults(func="cmd_reconcile")
 
-    p = sub.add_parser("serve", help="run the reconciler and its dashboard")
+    p = _subcommand(sub, "serve", "run the reconciler and its dashboard",
+                    "Run the reconciler: poll every binding (or act on its webhook), apply\n"
+                    "each new commit, follow the resources, and serve the dashboard and the\n"
+                    "JSON API.",
+                    "  nodus-gitops serve --repo . --path examples-repo --interval 5s\n"
+                    "  nodus-gitops serve --config config.yaml --listen 0.0.0.0:8080")
     _repo_options(p)
     _state_options(p)
-    p.add_argument("--interval", help="poll interval (default 30s, at least 1s)")
-    p.add_argument("--listen", help="address of the dashboard and API (default "
-                   "127.0.0.1:8080, env NODUS_GITOPS_LISTEN)")
+    p.add_argument("--interval", metavar="DURATION", help="poll interval (default 30s, at "
+                   "least 1s)")
+    p.add_argument("--listen", metavar="HOST:PORT", help="address of the dashboard and API "
+                   "(default 127.0.0.1:8080, env NODUS_GITOPS_LISTEN)")
     p.set_defaults(func="cmd_serve")
 
-    p = sub.add_parser("get", help="list managed resources")
-    p.add_argument("target", nargs="?", metavar="KIND[/NAME]")
+    p = _subcommand(sub, "get", "list managed resources",
+                    "List the resources the state records, as the reconciler last saw them.\n"
+                    "`get jobs` lists the Jobs of Pipeline stages and Sweep cells too, with a\n"
+                    "PARENT column. Reads the state only: it never creates it.",
+                    "  nodus-gitops get\n"
+                    "  nodus-gitops get jobs -l team=ml --sort-by cost\n"
+                    "  nodus-gitops get job/train -o yaml\n"
+                    "  nodus-gitops get pipelines -o name | xargs -n1 nodus-gitops describe\n"
+                    "  nodus-gitops get jobs --watch")
+    p.add_argument("target", nargs="?", metavar="KIND[/NAME]", help=_TARGET)
     p.add_argument("-o", "--output", choices=["table", "wide", "json", "yaml", "name"],
-                   default="table")
-    p.add_argument("-w", "--watch", action="store_true")
-    p.add_argument("--no-headers", action="store_true")
-    p.add_argument("--sort-by", type=_sort_key, metavar="KEY")
+                   default="table", help="table (default); wide: the offering, rate, progress "
+                   "and source too; json or yaml: the whole documents; name: kind/name a line")
+    p.add_argument("-w", "--watch", action="store_true", help="after the listing, show it "
+                   "again whenever a resource changes (checked every 2 s; Ctrl-C ends)")
+    p.add_argument("--no-headers", action="store_true", help="leave out the table's title row")
+    p.add_argument("--sort-by", type=_sort_key, metavar="KEY", help="order by a column (cost, "
+                   "age, phase, ...) or a field of -o json (.status.phase, .createdAt)")
     p.add_argument("-l", "--selector", help="only resources whose labels match: KEY=VALUE, "
                    "KEY!=VALUE or KEY, comma-separated (-l nodus.dev/pipeline=train-eval "
                    "lists a Pipeline's stage Jobs)")
     _state_options(p)
     p.set_defaults(func="cmd_get", repo=None)
 
-    p = sub.add_parser("describe", help="one resource with its status and events")
-    p.add_argument("target", metavar="KIND/NAME")
+    p = _subcommand(sub, "describe", "one resource with its status and events",
+                    "One resource in full: phase, reason and fix, cost, source, status,\n"
+                    "outputs and events (the reconciler's and its backend's). A stage's or\n"
+                    "a cell's Job shows its Pipeline or Sweep.",
+                    "  nodus-gitops describe job/hello\n"
+                    "  nodus-gitops describe job/train-eval-train   # a Pipeline's stage")
+    p.add_argument("target", metavar="KIND/NAME", help="job/NAME, pipeline/NAME or sweep/NAME")
     _state_options(p)
     p.set_defaults(func="cmd_describe", repo=None)
 
-    p = sub.add_parser("logs", help="a local Job's output")
-    p.add_argument("target", metavar="job/NAME")
-    p.add_argument("--index", type=int)
-    p.add_argument("-f", "--follow", action="store_true")
+    p = _subcommand(sub, "logs", "a Job's output",
+                    "What a Job's command printed, read from its backend (local and Slurm).\n"
+                    "An Indexed Job shows index 0 unless --index names another (stderr says\n"
+                    "so). Control characters are shown escaped on a terminal; a pipe or a\n"
+                    "file gets the log as written.",
+                    "  nodus-gitops logs job/hello\n"
+                    "  nodus-gitops logs job/indexed-outputs --index 2\n"
+                    "  nodus-gitops logs job/train -f")
+    p.add_argument("target", metavar="job/NAME", help="the Job (a stage's or a cell's too)")
+    p.add_argument("--index", type=int, metavar="N", help="which index of an Indexed Job "
+                   "(a gang's rank) to show (default 0)")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing as the Job "
+                   "writes, until it ends")
     _state_options(p)
     p.set_defaults(func="cmd_logs", repo=None)
 
-    p = sub.add_parser("cp", help="copy a local Job's output and verify its SHA-256")
-    p.add_argument("source", metavar="job/NAME:outputs/OUTPUT")
-    p.add_argument("dest")
+    p = _subcommand(sub, "cp", "copy a Job's output and verify its SHA-256",
+                    "Copy a finished Job's declared output to DEST, checked against the\n"
+                    "SHA-256 recorded when the Job finished (local and Slurm).",
+                    "  nodus-gitops cp job/hello:outputs/report ./report.json\n"
+                    "  nodus-gitops cp job/gang:outputs/rank-1/result ./rank1")
+    p.add_argument("source", metavar="job/NAME:outputs/OUTPUT", help="the Job and the name "
+                   "of one of its outputs")
+    p.add_argument("dest", metavar="DEST", help="file or directory to copy to")
     _state_options(p)
     p.set_defaults(func="cmd_cp", repo=None)
 
-    p = sub.add_parser("crds", help="print CustomResourceDefinitions for Job, Pipeline and "
-                       "Sweep, generated from the schemas (pipe to kubectl apply -f -)")
+    p = _subcommand(sub, "crds", "print CustomResourceDefinitions for Job, Pipeline and "
+                    "Sweep, generated from the schemas (pipe to kubectl apply -f -)",
+                    "Print CustomResourceDefinitions for Job, Pipeline and Sweep, generated\n"
+                    "from the JSON Schemas, so that Kubernetes tools can validate manifests.",
+                    "  nodus-gitops crds | kubectl apply -f -")
     p.set_defaults(func="cmd_crds")
     return parser
 
