@@ -1,12 +1,17 @@
 """HTML that escapes by default: `tag()` builds elements whose text and attribute values
 are escaped unless they are already `Safe`, and `layout()` wraps a page body in the
-shared head, navigation and live-update status line. Nothing from manifests, logs or Git
-reaches a page except through `esc()`."""
+shared head, navigation, "as of" line and connection note. Nothing from manifests, logs or
+Git reaches a page except through `esc()`.
+
+Live pages: an element marked `data-live="<id>"` is one that app.js replaces with the
+element of the same id from a fresh copy of the page, so lists gain their new rows and
+counts stay true without a reload. Ids are unique on a page."""
 
 from __future__ import annotations
 
 import html
 from collections.abc import Iterable
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -75,15 +80,32 @@ def phase_badge(phase: str | None, field: str | None = "phase") -> Safe:
 
 _NAV = (("overview", "/", "Overview"), ("resources", "/resources", "Resources"),
         ("history", "/history", "History"))
+_GENERATED_FORMAT = "%Y-%m-%d %H:%M:%S UTC"  # how format.now_text() writes it
+
+
+def _as_of(generated: str) -> Safe:
+    """When the page's data was read: a `<time>` (app.js writes it in the viewer's zone)."""
+    if not generated:
+        return tag("span", class_="as-of", data_live="as-of")
+    try:
+        moment = datetime.strptime(generated, _GENERATED_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        return tag("span", "as of ", generated, class_="as-of", data_live="as-of")
+    return tag("span", "as of ", tag("time", generated, datetime=moment.isoformat()),
+               class_="as-of", data_live="as-of")
 
 
 def layout(title: str, body: Any, *, active: str = "", poll: str | None = None,
            page: str = "", generated: str = "") -> bytes:
-    """A whole page. `poll` is the JSON API URL app.js polls to update the page in place."""
-    nav = tag("nav", *(tag("a", label, href=href, class_="active" if key == active else None)
-                       for key, href, label in _NAV),
-              tag("span", f"as of {generated}" if generated else "", id="live",
-                  class_="live", data_generated=generated, role="status"))
+    """A whole page. A page given `poll` (its JSON twin in the API) is live: app.js
+    re-reads the page itself and swaps in its `data-live` elements. `generated` is
+    format.now_text() at the time the page's data was read."""
+    nav = tag("nav", *(tag("a", label, href=href,
+                           aria_current="page" if key == active else None,
+                           class_="active" if key == active else None)
+                       for key, href, label in _NAV), aria_label="Main")
+    status = tag("span", "live" if poll else "", id="live",
+                 class_="live" if poll else "live off")
     doc = Safe("<!doctype html>") + tag(
         "html",
         tag("head", Safe('<meta charset="utf-8">'),
@@ -93,17 +115,26 @@ def layout(title: str, body: Any, *, active: str = "", poll: str | None = None,
             Safe('<link rel="stylesheet" href="/static/app.css">'),
             Safe('<script src="/static/app.js" defer></script>')),
         tag("body",
-            tag("header", tag("a", "nodus-gitops", href="/", class_="brand"), nav),
-            tag("main", tag("h1", title), body),
+            tag("a", "Skip to content", href="#main", class_="skip"),
+            tag("header", tag("a", "nodus-gitops", href="/", class_="brand"), nav,
+                tag("span", _as_of(generated), status, class_="freshness")),
+            # Empty unless app.js cannot reach the server; a live region, so it is read out.
+            tag("p", id="connection", class_="connection", role="status",
+                aria_live="polite"),
+            tag("main", tag("h1", title), body, id="main", tabindex="-1"),
             data_page=page or active, data_poll=poll),
         lang="en")
     return doc.encode()
 
 
-def table(headers: Iterable[Any], rows: Iterable[Any], **attrs: Any) -> Safe:
-    head = tag("thead", tag("tr", *(tag("th", h) for h in headers)))
-    return tag("table", head, tag("tbody", *rows), **attrs)
+def table(headers: Iterable[Any], rows: Iterable[Any], *, live: str | None = None,
+          **attrs: Any) -> Safe:
+    """A table in its own horizontal scroller, so a wide table never widens the page.
+    `live` marks it (rows and headers) for app.js to replace with the fresh page's."""
+    head = tag("thead", tag("tr", *(tag("th", h, scope="col") for h in headers)))
+    return tag("div", tag("table", head, tag("tbody", *rows), **attrs),
+               class_="table-wrap", data_live=live)
 
 
-def definition_list(items: Iterable[tuple[str, Any]]) -> Safe:
-    return tag("dl", *(Safe(tag("dt", k) + tag("dd", v)) for k, v in items))
+def definition_list(items: Iterable[tuple[str, Any]], *, live: str | None = None) -> Safe:
+    return tag("dl", *(Safe(tag("dt", k) + tag("dd", v)) for k, v in items), data_live=live)

@@ -4,11 +4,18 @@ tests/web/artifacts/. Skipped only when /usr/bin/chromium is missing."""
 
 from __future__ import annotations
 
+import re
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
+from zoneinfo import ZoneInfo
 
+import httpx
 import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -22,9 +29,19 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwr
 pytest.importorskip("pytest_playwright", reason="pip install pytest-playwright")
 
 from nodus_gitops.floor.identity import ResourceKey  # noqa: E402
+from nodus_gitops.state.records import InventoryRecord  # noqa: E402
 
+from tests.test_quickstart import free_port  # noqa: E402
 from tests.web.conftest import serve  # noqa: E402
-from tests.web.seed import BAD_NAME, PROJECT, XSS_IMG, XSS_SCRIPT, Seeded, seed  # noqa: E402
+from tests.web.seed import (  # noqa: E402
+    BAD_NAME,
+    PROJECT,
+    SHA1,
+    XSS_IMG,
+    XSS_SCRIPT,
+    Seeded,
+    seed,
+)
 
 expect = sync_api.expect
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -134,42 +151,174 @@ def test_planted_markup_is_text_and_never_runs(site: tuple[str, Seeded], site_pa
     site_page.wait_for_timeout(300)  # any alert would have fired by now
 
 
-def test_live_updates_without_reload(site: tuple[str, Seeded], site_page: Any) -> None:
-    url, s = site
-    site_page.goto(f"{url}/resources?kind=Job")
+def _fresh_site(tmp_path: Path) -> tuple[str, Seeded, Any]:
+    s = seed(tmp_path / "state")
+    url, stop = serve(s)
+    return url, s, stop
+
+
+@pytest.fixture
+def fresh_site(tmp_path: Path) -> Iterator[tuple[str, Seeded]]:
+    """A site of its own, for a test that changes the store."""
+    url, s, stop = _fresh_site(tmp_path)
+    yield url, s
+    stop()  # type: ignore[operator]
+    s.store.close()
+
+
+def _add_job(s: Seeded, name: str) -> None:
+    s.store.upsert_resource(InventoryRecord(
+        key=ResourceKey("Job", PROJECT, name), binding_id="ml-team",
+        manifest={"kind": "Job", "metadata": {"name": name}, "spec": {}}, spec_hash="h",
+        source_commit=SHA1, source_file=f"jobs/{name}.yaml", provider="local",
+        phase="Queued", status={}, cost_usd="0"))
+
+
+def test_a_new_resource_appears_without_reload(fresh_site: tuple[str, Seeded],
+                                               site_page: Any) -> None:
+    url, s = fresh_site
+    site_page.goto(f"{url}/resources")
     site_page.evaluate("window.__notReloaded = true")
-    badge = site_page.locator(f'tr[data-key="Job/{PROJECT}/hello"] [data-field="phase"]')
-    expect(badge).to_have_text("Running")
+    rows = site_page.locator("table.resources tbody tr")
+    expect(rows).to_have_count(6)
+    hello = site_page.locator(f'tr[data-key="Job/{PROJECT}/hello"] a').first
+    hello.focus()  # a reader on a row: the refresh must leave them there
+
+    _add_job(s, "arrived-later")
+    expect(site_page.locator(f'tr[data-key="Job/{PROJECT}/arrived-later"]')).to_be_visible(
+        timeout=8000)
+    expect(rows).to_have_count(7)
+    expect(site_page.locator('[data-field="total"]')).to_contain_text("7 resources")
+    assert site_page.evaluate("document.activeElement.textContent") == "hello"
+
     s.store.update_status(ResourceKey("Job", PROJECT, "hello"), "Failed", "OOMKilled", "oom",
                           "more memory", {"completedIndexes": "0-1"}, "0.5")
-    expect(badge).to_have_text("Failed", timeout=6000)
-    expect(badge).to_have_class("phase phase-failed")
     row = site_page.locator(f'tr[data-key="Job/{PROJECT}/hello"]')
+    expect(row.locator('[data-field="phase"]')).to_have_text("Failed", timeout=8000)
+    expect(row.locator('[data-field="phase"]')).to_have_class("phase phase-failed")
     expect(row.locator('[data-field="reason"]')).to_have_text("OOMKilled")
     expect(row.locator('[data-field="cost"]')).to_have_text("$0.50")
     assert site_page.evaluate("window.__notReloaded") is True
 
-    site_page.goto(f"{url}/resources/Pipeline/{PROJECT}/train-eval")
+
+def test_the_as_of_line_follows_each_refresh(site: tuple[str, Seeded], site_page: Any) -> None:
+    url, _ = site
+    site_page.goto(url + "/")
     site_page.evaluate("window.__notReloaded = true")
-    status = s.store.get_resource(ResourceKey("Pipeline", PROJECT, "train-eval")).status
-    stages = [dict(st, phase="Succeeded") if st["name"] == "train" else st
-              for st in status["stages"]]
-    s.store.update_status(ResourceKey("Pipeline", PROJECT, "train-eval"), "Running", None,
-                          None, None, {**status, "stages": stages}, "0.05")
-    expect(site_page.locator('g.node[data-stage="train"]')).to_have_class(
-        "node phase-succeeded", timeout=6000)
-    expect(site_page.locator('tr[data-stage="train"] [data-field="phase"]')).to_have_text(
-        "Succeeded")
+    as_of = site_page.locator('[data-live="as-of"] time')
+    first = as_of.get_attribute("datetime")
+    expect(as_of).not_to_have_attribute("datetime", first or "", timeout=8000)
     assert site_page.evaluate("window.__notReloaded") is True
 
 
-def test_the_page_says_when_its_data_is_stale(site: tuple[str, Seeded],
-                                              site_page: Any) -> None:
+# A seeded dashboard in a process of its own, so that stopping it closes its connections
+# as a server going away does.
+SERVE_SEEDED = """
+import sys, threading
+from tests.web.seed import seed
+from nodus_gitops.web.server import start_server
+start_server(seed(sys.argv[1]).service, "127.0.0.1:" + sys.argv[2])
+threading.Event().wait()
+"""
+
+
+def _serve_in_process(state: Path, port: int) -> subprocess.Popen[bytes]:
+    server = subprocess.Popen([sys.executable, "-c", SERVE_SEEDED, str(state), str(port)],
+                              cwd=Path(__file__).parents[2])
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                return server
+        except httpx.HTTPError:
+            pass
+        assert server.poll() is None and time.monotonic() < deadline, "the server never came up"
+        time.sleep(0.1)
+
+
+def test_a_lost_connection_is_said_until_the_server_answers(tmp_path: Path,
+                                                            site_page: Any) -> None:
+    port = free_port()
+    server = _serve_in_process(tmp_path / "first" / "state", port)
+    try:
+        site_page.goto(f"http://127.0.0.1:{port}/resources")
+        expect(site_page.locator("#live")).to_have_class("live ok", timeout=8000)
+        note = site_page.get_by_role("status").filter(has_text="connection lost, retrying")
+        expect(note).to_have_count(0)
+        server.kill()
+        server.wait()
+        expect(note).to_be_visible(timeout=8000)
+        expect(site_page.locator("#live")).to_have_class("live lost")
+        server = _serve_in_process(tmp_path / "second" / "state", port)  # the same seed
+        expect(note).to_have_count(0, timeout=8000)
+        expect(site_page.locator("#connection")).to_be_hidden()
+        expect(site_page.locator("#live")).to_have_class("live ok")
+    finally:
+        server.kill()
+        server.wait()
+    site_page.errors.clear()  # the refused requests log network errors
+
+
+def test_a_failing_read_is_said_until_one_succeeds(site: tuple[str, Seeded],
+                                                   site_page: Any) -> None:
     url, _ = site
-    site_page.goto(url + "/")
-    live = site_page.locator("#live")
-    expect(live).to_have_class("live ok", timeout=5000)
-    site_page.route("**/api/v1/**", lambda route: route.abort())
-    expect(live).to_have_class("live stale", timeout=10000)
-    expect(live).to_contain_text("stale: last updated")
+    site_page.goto(url + "/history")
+    expect(site_page.locator("#live")).to_have_class("live ok", timeout=8000)
+    site_page.route("**/history", lambda route: route.abort())
+    note = site_page.get_by_role("status").filter(has_text="connection lost, retrying")
+    expect(note).to_be_visible(timeout=8000)
+    site_page.unroute("**/history")
+    expect(note).to_have_count(0, timeout=8000)
     site_page.errors.clear()  # the aborted requests log network errors
+
+
+TIME_TEXT = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) (\S+) · "
+                       r"(just now|\d+[smhd] ago|in \d+[smhd])$")
+
+
+def test_times_are_in_the_viewers_zone_with_a_relative_hint(
+        site: tuple[str, Seeded], browser: Any) -> None:
+    url, _ = site
+    context = browser.new_context(timezone_id="America/New_York", locale="en-US")
+    page = context.new_page()
+    try:
+        for where in ("/", "/history", f"/resources/Job/{PROJECT}/hello"):
+            page.goto(url + where)
+            times = page.locator("time[datetime]")
+            expect(times.first).to_have_text(TIME_TEXT)
+            shown = times.evaluate_all(
+                "els => els.map(e => [e.getAttribute('datetime'), e.textContent, e.title])")
+            assert len(shown) >= 2, where
+            for instant, text, title in shown:
+                match = TIME_TEXT.match(text)
+                assert match, (where, text)
+                local = datetime.fromisoformat(instant).astimezone(ZoneInfo("America/New_York"))
+                assert match[1] == f"{local:%Y-%m-%d %H:%M:%S}", (where, instant, text)
+                assert match[2] == local.tzname()  # EST or EDT, as the date has it
+                assert title == instant
+    finally:
+        context.close()
+
+
+BAD_CLASSES = ("phase-failed", "phase-error", "phase-invalid", "phase-blocked",
+               "phase-partial", "phase-failure")
+
+
+def test_colour_is_never_the_only_signal(site: tuple[str, Seeded], site_page: Any) -> None:
+    url, _ = site
+    before = "(els) => els.map(e => getComputedStyle(e, '::before').content)"
+    for where in ("/", "/resources", "/history", f"/resources/Sweep/{PROJECT}/batch-size",
+                  f"/resources/Pipeline/{PROJECT}/train-eval"):
+        site_page.goto(url + where)
+        badges = site_page.locator(".phase")
+        words = badges.evaluate_all("els => els.map(e => e.textContent.trim())")
+        assert words and all(w for w in words), (where, words)  # every badge says its state
+        bad = site_page.locator(", ".join(f".phase.{c}" for c in BAD_CLASSES))
+        assert bad.count() > 0, where
+        assert all("✕" in mark for mark in bad.evaluate_all(before)), where
+        problems = site_page.locator("section.card.problem > h2, tr.bad > td:first-child")
+        assert all("⚠" in mark for mark in problems.evaluate_all(before)), where
+    site_page.goto(url + "/")
+    assert site_page.locator("section.card.problem > h2").count() == 2
+    site_page.goto(url + "/resources")
+    assert site_page.locator("tr.bad > td:first-child").count() >= 1

@@ -1,283 +1,252 @@
 /* nodus-gitops dashboard: keeps a server-rendered page current without reloading it.
-   Every 2 s it polls the JSON API URL the page names in <body data-poll> and updates the
-   elements marked with data-* attributes. Text is only ever set with textContent, never
-   parsed as HTML. The status line in the header says when the data is stale. */
+
+   Live pages (<body data-poll>) re-read their own URL every 2 s and replace each element
+   marked data-live="<id>" with the element of the same id in the fresh page, so new rows
+   appear, gone ones go, and counts follow. The fresh page is parsed with DOMParser and its
+   nodes are moved in: the server escaped every value already, and no string is ever
+   assigned as HTML here. Focus, text selection, scroll positions and open <details> are
+   carried over to the new elements. Reading pauses while the tab is hidden.
+
+   Every <time datetime> is written in the viewer's own zone with how long ago it was
+   ("2026-12-02 05:10:03 CET · 4m ago"); its title is the instant as the server wrote it.
+
+   When the server cannot be reached, a note says so (role=status) until it answers. */
 (function () {
   "use strict";
   var INTERVAL_MS = 2000;
-  var STALE_MS = 6000;
-  var TERMINAL = { Succeeded: 1, Failed: 1, Cancelled: 1 };
-  var BAD_RESULTS = { blocked: 1, invalid: 1, error: 1, partial: 1 };
   var body = document.body;
-  var pollUrl = body.getAttribute("data-poll");
-  var page = body.getAttribute("data-page") || "";
-  var live = document.getElementById("live");
+  var liveStatus = document.getElementById("live");
+  var connection = document.getElementById("connection");
   var lastOk = Date.now();
-  var lastError = "";
-  var logsDone = false;
+  var waiting = false;  // a read is due but the tab is hidden
+  var lastSource = new WeakMap();  // a live element -> the markup it was made from
 
-  function phaseSlug(phase) {
-    return "phase-" + String(phase || "unknown").toLowerCase().replace(/[^a-z0-9]/g, "");
-  }
-  function phaseClass(phase) { return "phase " + phaseSlug(phase); }
-  function sel(attr, value) {
-    return "[" + attr + "=\"" + (window.CSS && CSS.escape ? CSS.escape(String(value))
-      : String(value).replace(/["\\]/g, "\\$&")) + "\"]";
-  }
-  function flash(el) {
-    var row = el.closest ? el.closest("tr, section, li") : null;
-    if (!row) { return; }
-    row.classList.remove("changed");
-    void row.offsetWidth;
-    row.classList.add("changed");
-  }
-  function setText(el, text) {
-    text = text == null ? "" : String(text);
-    if (el && el.textContent !== text) { el.textContent = text; flash(el); }
-  }
-  function setBadge(el, value, bad) {
-    if (!el) { return; }
-    var cls = phaseClass(value) + (bad ? " bad" : "");
-    if (el.className !== cls) { el.className = cls; }
-    setText(el, value || "Unknown");
-  }
-  function field(scope, name) { return scope.querySelector(sel("data-field", name)); }
-  function money(value) {
-    var n = Number(value || 0);
-    return "$" + (isFinite(n) ? n.toFixed(2) : "0.00");
-  }
-  function progress(r) {
-    var st = r.status || {};
-    if (r.kind === "Pipeline") {
-      var stages = st.stages || [];
-      return stages.length ? stages.filter(function (s) { return s.phase === "Succeeded"; })
-        .length + "/" + stages.length : "-";
-    }
-    if (r.kind === "Sweep") {
-      var cells = st.cells || [];
-      return cells.length ? cells.filter(function (c) { return TERMINAL[c.phase]; }).length +
-        "/" + cells.length : "-";
-    }
-    return st.completedIndexes || "-";
-  }
-  function notice(text) {
-    var el = document.getElementById("live-notice");
-    if (!el) {
-      el = document.createElement("p");
-      el.id = "live-notice";
-      el.className = "notice";
-      var h1 = document.querySelector("main h1");
-      h1.parentNode.insertBefore(el, h1.nextSibling);
-    }
-    el.textContent = text;
-  }
-  function shortSha(el, sha) {
-    var code = el && el.querySelector("code");
-    if (!code || !sha || code.getAttribute("title") === sha) { return; }
-    var old = code.getAttribute("title");
-    code.textContent = sha.slice(0, 12);
-    code.setAttribute("title", sha);
-    var link = code.closest("a");
-    if (link && old) { link.href = link.href.replace(old, sha); }
-    flash(el);
-  }
+  /* -- times ------------------------------------------------------------------------ */
 
-  /* -- one updater per page ---------------------------------------------------------- */
+  function pad(n) { return (n < 10 ? "0" : "") + n; }
 
-  function overview(repos) {
-    repos.forEach(function (b) {
-      var card = document.querySelector("section" + sel("data-binding", b.id));
-      if (!card) { notice("A repository binding was added: reload to see it."); return; }
-      var last = b.lastSync || {};
-      var lastSync = field(card, "lastSync");
-      if (lastSync) {
-        setBadge(lastSync.querySelector(".phase"), last.result || "-", BAD_RESULTS[last.result]);
-        var msg = lastSync.querySelector(".muted");
-        setText(msg, last.message || "");
-        var time = lastSync.querySelector("time");
-        if (time && last.finishedAt) { time.setAttribute("datetime", last.finishedAt); }
+  function zoneName(moment) {
+    try {
+      var parts = new Intl.DateTimeFormat(navigator.language || "en-US",
+        { timeZoneName: "short" }).formatToParts(moment);
+      for (var i = 0; i < parts.length; i += 1) {
+        if (parts[i].type === "timeZoneName") { return parts[i].value; }
       }
-      shortSha(field(card, "lastSeenCommit"), b.lastSeenCommit);
-      shortSha(field(card, "lastAppliedCommit"), b.lastAppliedCommit);
-      setText(field(card, "costUSD"), "$" + b.costUSD);
-      var list = field(card, "phases");
-      var phases = Object.keys(b.phases || {});
-      if (list && list.tagName === "UL") {
-        var seen = {};
-        Array.prototype.forEach.call(list.querySelectorAll("li"), function (li) {
-          var badge = li.querySelector(".phase");
-          var name = badge ? badge.textContent : "";
-          seen[name] = 1;
-          setText(li.querySelector(".count"), b.phases[name] || 0);
-        });
-        if (phases.some(function (p) { return !seen[p]; })) {
-          notice("Resources reached a new phase: reload to see its count.");
-        }
-      } else if (phases.length) {
-        notice("Resources were created: reload to see them.");
-      }
-      var bad = b.lastError || BAD_RESULTS[last.result] || (b.phases || {}).Failed;
-      card.classList.toggle("problem", !!bad);
+    } catch (e) { /* no Intl zone names: fall through to the offset */ }
+    var offset = -moment.getTimezoneOffset();
+    return "UTC" + (offset < 0 ? "-" : "+") + pad(Math.floor(Math.abs(offset) / 60)) + ":" +
+      pad(Math.abs(offset) % 60);
+  }
+
+  function absolute(moment) {
+    return moment.getFullYear() + "-" + pad(moment.getMonth() + 1) + "-" +
+      pad(moment.getDate()) + " " + pad(moment.getHours()) + ":" + pad(moment.getMinutes()) +
+      ":" + pad(moment.getSeconds()) + " " + zoneName(moment);
+  }
+
+  function relative(moment, now) {
+    var seconds = Math.round((now - moment.getTime()) / 1000);
+    var span = Math.abs(seconds);
+    if (span < 5) { return "just now"; }
+    var text = span < 60 ? span + "s" : span < 3600 ? Math.floor(span / 60) + "m" :
+      span < 86400 ? Math.floor(span / 3600) + "h" : Math.floor(span / 86400) + "d";
+    return seconds > 0 ? text + " ago" : "in " + text;
+  }
+
+  function formatTimes(root) {
+    var now = Date.now();
+    Array.prototype.forEach.call(root.querySelectorAll("time[datetime]"), function (el) {
+      var instant = el.getAttribute("datetime");
+      var moment = new Date(instant);
+      if (isNaN(moment.getTime())) { return; }  // keep the server's text
+      var text = absolute(moment) + " · " + relative(moment, now);
+      if (el.textContent !== text) { el.textContent = text; }
+      if (el.getAttribute("title") !== instant) { el.setAttribute("title", instant); }
     });
   }
 
-  function resources(items, response) {
-    items.forEach(function (r) {
-      var row = document.querySelector("tr" + sel("data-key", r.kind + "/" + r.project + "/" +
-        r.name));
-      if (!row) { return; }
-      setBadge(field(row, "phase"), r.phase);
-      setText(field(row, "reason"), r.reason || "");
-      setText(field(row, "cost"), money(r.costUSD));
-      setText(field(row, "progress"), progress(r));
-      row.classList.toggle("bad", r.phase === "Failed");
-    });
-    var total = response.headers.get("X-Total-Count");
-    var shown = field(document, "total");
-    if (total && shown && shown.textContent.indexOf(total + " resources") !== 0) {
-      notice("Now " + total + " resources match these filters: reload to see them all.");
+  /* -- carrying focus and scroll over to a replacement ------------------------------ */
+
+  function pathFrom(root, el) {
+    var path = [];
+    while (el && el !== root) {
+      path.unshift(Array.prototype.indexOf.call(el.parentNode.children, el));
+      el = el.parentNode;
     }
+    return path;
   }
 
-  function resource(r) {
-    var st = r.status || {};
-    var facts = document.querySelector("main > dl");
-    if (facts) {
-      setBadge(field(facts, "phase"), r.phase);
-      setText(field(facts, "reason"), r.reason || "-");
-      setText(field(facts, "message"), r.message || "-");
-      setText(field(facts, "fix"), r.fix || "-");
-      setText(field(facts, "cost"), money(r.costUSD));
+  function atPath(root, path) {
+    var el = root;
+    for (var i = 0; el && i < path.length; i += 1) { el = el.children[path[i]]; }
+    return el || null;
+  }
+
+  function counterpart(root, el, path) {
+    // The element standing for `el` in the replacement `root`: by id, by link target,
+    // by form name, else the one of the same tag at the same place.
+    var selectors = [];
+    if (el.id) { selectors.push("#" + CSS.escape(el.id)); }
+    ["href", "name"].forEach(function (attr) {
+      var value = el.getAttribute(attr);
+      if (value) { selectors.push(el.tagName + "[" + attr + "=\"" + CSS.escape(value) + "\"]"); }
+    });
+    for (var i = 0; i < selectors.length; i += 1) {
+      var found = root.querySelector(selectors[i]);
+      if (found) { return found; }
     }
-    (st.stages || []).forEach(function (s) {
-      var node = document.querySelector("g" + sel("data-stage", s.name));
-      if (node) {
-        var cls = "node " + phaseSlug(s.phase);
-        if (node.getAttribute("class") !== cls) { node.setAttribute("class", cls); }
-        setText(node.querySelector(".node-phase"), s.phase);
-        setText(node.querySelector("title"), s.name + ": " + s.phase);
+    var placed = atPath(root, path);
+    return placed && placed.tagName === el.tagName ? placed : null;
+  }
+
+  function carryFocus(old, fresh) {
+    var active = document.activeElement;
+    if (!active || active === body || !old.contains(active)) { return function () {}; }
+    var path = pathFrom(old, active);
+    var selection = typeof active.selectionStart === "number" ?
+      [active.selectionStart, active.selectionEnd] : null;
+    return function () {
+      var target = old === active ? fresh : counterpart(fresh, active, path);
+      if (!target) { return; }
+      target.focus({ preventScroll: true });
+      if (selection && typeof target.setSelectionRange === "function") {
+        try { target.setSelectionRange(selection[0], selection[1]); } catch (e) { /* type */ }
       }
-      var row = document.querySelector("tr" + sel("data-stage", s.name));
-      if (row) {
-        setBadge(field(row, "phase"), s.phase);
-        setText(field(row, "cost"), money(s.costUSD));
-        setText(field(row, "reason"), s.reason || "");
+    };
+  }
+
+  function carryScroll(old) {
+    var kept = [];
+    [old].concat(Array.prototype.slice.call(old.querySelectorAll("*"))).forEach(function (el) {
+      if (el.scrollTop || el.scrollLeft) {
+        kept.push({ path: pathFrom(old, el), top: el.scrollTop, left: el.scrollLeft,
+          atEnd: el.scrollTop + el.clientHeight >= el.scrollHeight - 4 });
       }
     });
-    (st.cells || []).forEach(function (c) {
-      var row = document.querySelector("tr" + sel("data-cell", c.index));
-      if (row) {
-        setBadge(field(row, "phase"), c.phase);
-        setText(field(row, "cost"), money(c.costUSD));
-      }
+    var details = Array.prototype.map.call(old.querySelectorAll("details"), function (d) {
+      return { path: pathFrom(old, d), open: d.open };
     });
-    var events = field(document, "events");
-    if (events && r.events) {
-      var text = r.events.map(function (e) { return e.at + e.reason + e.message; }).join("|");
-      if (events.getAttribute("data-sig") !== null && events.getAttribute("data-sig") !== text) {
-        var list = document.createElement("ol");
-        list.className = "timeline";
-        list.setAttribute("data-field", "events");
-        r.events.forEach(function (e) {
-          var li = document.createElement("li");
-          li.className = "event";
-          var kind = document.createElement("span");
-          kind.className = "event-" + String(e.type).toLowerCase();
-          kind.textContent = e.type;
-          var reason = document.createElement("strong");
-          reason.textContent = e.reason;
-          var msg = document.createElement("span");
-          msg.className = "message";
-          msg.textContent = e.message;
-          li.append(e.at.replace("T", " ").slice(0, 19) + " ", kind, " ", reason, " ", msg);
-          list.appendChild(li);
-        });
-        list.setAttribute("data-sig", text);
-        events.replaceWith(list);
-      } else {
-        events.setAttribute("data-sig", text);
-      }
+    return function (fresh) {
+      kept.forEach(function (k) {
+        var el = atPath(fresh, k.path);
+        if (!el) { return; }
+        el.scrollLeft = k.left;
+        el.scrollTop = k.atEnd ? el.scrollHeight : k.top;  // a tail read at its end stays there
+      });
+      details.forEach(function (d) {
+        var el = atPath(fresh, d.path);
+        if (el && el.tagName === "DETAILS") { el.open = d.open; }
+      });
+    };
+  }
+
+  /* -- replacing the live elements -------------------------------------------------- */
+
+  function swap(doc) {
+    var fresh = {};
+    Array.prototype.forEach.call(doc.querySelectorAll("[data-live]"), function (el) {
+      fresh[el.getAttribute("data-live")] = el;
+    });
+    var x = window.scrollX, y = window.scrollY;
+    Array.prototype.forEach.call(document.querySelectorAll("[data-live]"), function (old) {
+      var next = fresh[old.getAttribute("data-live")];
+      if (!old.isConnected || !next) { return; }  // inside a replaced one, or not on the page
+      var source = next.outerHTML;
+      if (lastSource.get(old) === source) { return; }
+      var node = document.adoptNode(next);
+      lastSource.set(node, source);
+      formatTimes(node);
+      var restoreFocus = carryFocus(old, node);
+      var restoreScroll = carryScroll(old);
+      old.replaceWith(node);
+      restoreScroll(node);
+      restoreFocus();
+    });
+    if (window.scrollX !== x || window.scrollY !== y) { window.scrollTo(x, y); }
+  }
+
+  /* -- reading the page again, and saying when that fails --------------------------- */
+
+  function since(ms) { return relative(new Date(ms), Date.now()); }
+
+  function showOk() {
+    lastOk = Date.now();
+    if (connection.textContent) { connection.textContent = ""; }
+    liveStatus.className = "live ok";
+    liveStatus.textContent = "live";
+    liveStatus.title = "updated " + absolute(new Date(lastOk));
+  }
+
+  function showLost(why) {
+    connection.textContent = why + ", retrying (last update " + since(lastOk) + ")";
+    liveStatus.className = "live lost";
+    liveStatus.textContent = "offline";
+  }
+
+  function schedule() { setTimeout(refresh, INTERVAL_MS); }
+
+  function refresh() {
+    if (document.hidden) {
+      waiting = true;
+      liveStatus.className = "live paused";
+      liveStatus.textContent = "paused";
+      return;  // visibilitychange reads again
     }
-    refreshLogs(r.phase);
-  }
-
-  function refreshLogs(phase) {
-    if (logsDone) { return; }
-    logsDone = !!TERMINAL[phase];  // one last read after the end, then stop
-    Array.prototype.forEach.call(document.querySelectorAll("pre[data-logs]"), function (pre) {
-      fetch(pre.getAttribute("data-logs"), { headers: { Accept: "application/json" } })
-        .then(function (res) { return res.ok ? res.json() : null; })
-        .then(function (data) {
-          if (!data) { return; }
-          var atEnd = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
-          var text = data.lines.join("\n");
-          if (pre.textContent !== text) {
-            pre.textContent = text;
-            if (atEnd) { pre.scrollTop = pre.scrollHeight; }
-          }
-        })
-        .catch(function () { /* the status line reports failures */ });
-    });
-  }
-
-  function history(syncs) {
-    var fresh = 0;
-    syncs.forEach(function (s) {
-      var section = document.querySelector("section" + sel("data-sync", s.id));
-      if (!section) { fresh += 1; return; }
-      setBadge(section.querySelector("h2 " + sel("data-field", "result")), s.result,
-        BAD_RESULTS[s.result]);
-    });
-    if (fresh) { notice(fresh + " new sync" + (fresh > 1 ? "s" : "") + ": reload to see."); }
-  }
-
-  var updaters = { overview: overview, resources: resources, history: history };
-
-  /* -- polling and the status line -------------------------------------------------- */
-
-  function showStatus() {
-    if (!live) { return; }
-    var age = Math.round((Date.now() - lastOk) / 1000);
-    if (Date.now() - lastOk > STALE_MS) {
-      live.className = "live stale";
-      live.textContent = "stale: last updated " + age + " s ago" +
-        (lastError ? " (" + lastError + ")" : "");
-    } else {
-      live.className = "live ok";
-      live.textContent = "live · updated " + new Date(lastOk).toLocaleTimeString();
-    }
-  }
-
-  function poll() {
-    if (document.hidden) { setTimeout(poll, INTERVAL_MS); return; }
-    fetch(pollUrl, { headers: { Accept: "application/json" }, cache: "no-store" })
+    fetch(window.location.href, { headers: { Accept: "text/html" }, cache: "no-store",
+      credentials: "same-origin", redirect: "error" })
       .then(function (res) {
-        if (!res.ok) { throw new Error("HTTP " + res.status); }
-        return res.json().then(function (data) {
-          var update = updaters[page] ||
-            (page.indexOf("resource") === 0 || page === "logs" ? resource : null);
-          if (update) { update(data, res); }
-          lastOk = Date.now();
-          lastError = "";
-        });
+        if (!res.ok) {
+          var error = new Error("the server answered HTTP " + res.status);
+          error.http = true;
+          throw error;
+        }
+        return res.text();
       })
-      .catch(function (err) { lastError = String(err && err.message || err); })
-      .then(function () { showStatus(); setTimeout(poll, INTERVAL_MS); });
+      .then(function (text) {
+        swap(new DOMParser().parseFromString(text, "text/html"));
+        showOk();
+      })
+      .catch(function (err) {
+        showLost(err && err.http ? err.message : "connection lost");
+      })
+      .then(schedule);
   }
+
+  document.addEventListener("visibilitychange", function () {
+    if (!document.hidden && waiting) { waiting = false; refresh(); }
+  });
+
+  /* -- filters: a select submits its form when picked with a pointer; from the keyboard
+     the arrows only move through the options and Enter submits ------------------------ */
 
   function autosubmit() {
     Array.prototype.forEach.call(document.querySelectorAll("form[data-autosubmit] select"),
       function (select) {
-        select.addEventListener("change", function () { select.form.submit(); });
+        var keyed = false;
+        function submit() {
+          if (select.form.requestSubmit) { select.form.requestSubmit(); } else {
+            select.form.submit();
+          }
+        }
+        select.addEventListener("pointerdown", function () { keyed = false; });
+        select.addEventListener("keydown", function (event) {
+          keyed = true;
+          if (event.key === "Enter") { event.preventDefault(); submit(); }
+        });
+        select.addEventListener("change", function () { if (!keyed) { submit(); } });
       });
   }
 
+  /* -- start ------------------------------------------------------------------------ */
+
+  Array.prototype.forEach.call(document.querySelectorAll("[data-live]"), function (el) {
+    lastSource.set(el, el.outerHTML);  // before the times are rewritten
+  });
+  formatTimes(document);
+  setInterval(function () { formatTimes(document); }, 1000);  // keep "4m ago" true
   autosubmit();
   Array.prototype.forEach.call(document.querySelectorAll("pre.log"), function (pre) {
     pre.scrollTop = pre.scrollHeight;  // a tail: show its end
   });
-  if (pollUrl) {
-    setInterval(showStatus, 1000);
-    setTimeout(poll, INTERVAL_MS);
-  }
+  if (body.hasAttribute("data-poll") && liveStatus && connection) { schedule(); }
 }());
