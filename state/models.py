@@ -201,6 +201,17 @@ class Replica(SQLModel, table=True):
     heartbeat_at: datetime = Field(sa_type=UTCDateTime, index=True)
 
 
+class WebhookDelivery(SQLModel, table=True):
+    """A verified webhook delivery, by the id its host gave it, kept a while (state.
+    deliveries) so that the same delivery again triggers nothing, on any replica."""
+
+    __tablename__ = "webhook_delivery"
+
+    host: str = Field(primary_key=True, max_length=20)
+    delivery_id: str = Field(primary_key=True, max_length=200)
+    received_at: datetime = Field(sa_type=UTCDateTime, index=True)
+
+
 class SchemaVersion(SQLModel, table=True):
     """The marker of the ordered migrations before Alembic (which now keeps the revision in
     `alembic_version`): its one row stays at `migrations.LEGACY_GUARD`, newer than those

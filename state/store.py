@@ -1,7 +1,8 @@
 """The store API the reconciler uses: every method one short transaction, records out.
 
 `Store` joins the parts: bindings, syncs, events and commit checks here, the inventory
-(`state.inventory`) and the intent journal (`state.journal`), over SQLite or PostgreSQL
+(`state.inventory`), the intent journal (`state.journal`), leases (`state.leases`) and
+webhook deliveries (`state.deliveries`), over SQLite or PostgreSQL
 alike. Writes that may race (a binding, a resource, an intent, a check) are single
 `INSERT ... ON CONFLICT` statements, so two replicas or processes never fail on each other.
 Methods that change one row by id raise `KeyError` when there is no such row; bad enum
@@ -20,6 +21,7 @@ from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.redaction import mask_url_passwords
 from nodus_gitops.state import engine as engines
 from nodus_gitops.state.base import key_is, split_key, utc_now
+from nodus_gitops.state.deliveries import DeliveryStore
 from nodus_gitops.state.inventory import InventoryStore
 from nodus_gitops.state.journal import JournalStore
 from nodus_gitops.state.leases import LeaseStore
@@ -52,7 +54,7 @@ _I: Table = InventoryItem.__table__  # type: ignore[attr-defined]
 __all__ = ["Store", "utc_now"]
 
 
-class Store(InventoryStore, JournalStore, LeaseStore):
+class Store(InventoryStore, JournalStore, LeaseStore, DeliveryStore):
     """The state store. Build it with `Store.open(...)`; safe to share between threads."""
 
     @classmethod

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata, produce_migrations, render_python_code
 from alembic.migration import MigrationContext
 from nodus_gitops.floor.errors import ConfigError
@@ -29,7 +30,7 @@ from tests.state.support import TickingClock, execute
 OpenStore = Callable[..., Store]
 LEGACY = Path(__file__).with_name("legacy")
 TABLES = ("repo_binding", "sync", "inventory", "intent", "event", "check_record", "lease",
-          "replica")
+          "replica", "webhook_delivery")
 
 
 def _backend(url: str) -> str:
@@ -40,7 +41,7 @@ def test_first_open_creates_the_head_revision_and_reopening_changes_nothing(
     open_store: OpenStore, state_url: str
 ) -> None:
     first = open_store()
-    assert first.schema_version() == m.head() == m.BASELINE
+    assert first.schema_version() == m.head()
     first.upsert_binding("team-a", "u", "main", "", "proj-a")
     first.close()
 
@@ -69,8 +70,8 @@ _PROBE = '''"""A test's revision."""
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0002"
-down_revision = "0001"
+revision = "probe"
+down_revision = "{down}"
 branch_labels = None
 depends_on = None
 
@@ -88,12 +89,13 @@ def downgrade():
 
 def _scripts_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, probe: str | None) -> Path:
     """The package's Alembic environment copied under tmp_path and used instead of it,
-    with `probe` (a body's last line) as revision 0002 when given."""
+    with `probe` (a body's last line) as the revision after the head when given."""
     location = tmp_path / "alembic-copy"
     shutil.copytree(Path(m.__file__).with_name("alembic"), location,
                     ignore=shutil.ignore_patterns("__pycache__"))
     if probe is not None:
-        (location / "versions" / "0002_probe.py").write_text(_PROBE.format(then=probe))
+        (location / "versions" / "probe.py").write_text(_PROBE.format(then=probe,
+                                                                      down=m.head()))
     monkeypatch.setattr(m, "SCRIPT_LOCATION", str(location))
     return location
 
@@ -103,8 +105,8 @@ def test_revisions_run_in_order_on_an_older_database(
 ) -> None:
     open_store().close()
     _scripts_copy(tmp_path, monkeypatch, probe="pass")
-    assert m.head() == "0002"
-    assert open_store().schema_version() == "0002"
+    assert m.head() == "probe"
+    assert open_store().schema_version() == "probe"
     assert execute(state_url, "SELECT count(*) FROM probe") == [[(0,)]]
 
 
@@ -118,7 +120,7 @@ def test_a_failing_migration_leaves_the_old_schema_whole(
     monkeypatch.undo()
 
     store = open_store()
-    assert store.schema_version() == m.BASELINE
+    assert store.schema_version() == m.head()
     engine = create_engine(state_url)
     try:
         with engine.connect() as conn:
@@ -255,11 +257,13 @@ def test_the_revision_command_finds_nothing_to_write_for_unchanged_models(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     location = _scripts_copy(tmp_path, monkeypatch, probe=None)
+    following = f"{int(m.head()) + 1:04d}"
     assert alembic_main(["revision", "-m", "nothing new"]) == 0
-    written = location / "versions" / "0002_nothing_new.py"
+    written = location / "versions" / f"{following}_nothing_new.py"
     assert f"Generating {written}" in capsys.readouterr().out
     source = written.read_text()
-    assert 'revision: str = "0002"' in source or "revision: str = '0002'" in source
+    assert f'revision: str = "{following}"' in source or \
+        f"revision: str = '{following}'" in source
     assert "op." not in source.split("def upgrade")[1].split("def downgrade")[0]
     compile(source, str(written), "exec")
 
@@ -370,9 +374,14 @@ def twin_url(state_url: str, tmp_path: Path) -> Iterator[str]:
 
 
 def test_the_first_revision_is_the_schema_the_ordered_migrations_made(
-    open_store: OpenStore, state_url: str, twin_url: str
+    state_url: str, twin_url: str
 ) -> None:
-    open_store().close()
+    engine = create_engine(state_url)
+    try:
+        with engine.begin() as conn:
+            command.upgrade(m.alembic_config(conn), m.BASELINE)
+    finally:
+        engine.dispose()
     _build_legacy(twin_url, 3)
     assert _schema(state_url) == _schema(twin_url)
 
