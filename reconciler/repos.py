@@ -1,9 +1,13 @@
 """Which bindings follow a repository a webhook names: repositories compared by their
-`owner/repo` path, whatever host, scheme or user info their URL carries."""
+`owner/repo` path, whatever host, scheme or user info their URL carries. A binding is
+the repository its URL names and, where the URL is a mirror, the one its commit checks
+are posted to (`checks.github.repository`, `checks.gitea.repository`,
+`checks.gitlab.project`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 
@@ -20,7 +24,26 @@ def repo_key(name: str) -> str:
 
 
 def match_bindings(names: Iterable[str], bindings: Iterable[tuple[str, str]]) -> list[str]:
-    """Ids of the `(id, url)` bindings whose repository is one of `names`. Compared by path
-    only: a webhook triggers a fetch from the binding's own URL, so a match is a hint."""
+    """Ids of the `(id, url or repository)` bindings whose repository is one of `names`,
+    each once, in order (a binding may come with several). Compared by path only: a
+    webhook triggers a fetch from the binding's own URL, so a match is a hint."""
     wanted = {repo_key(n) for n in names if n}
-    return [binding_id for binding_id, url in bindings if repo_key(url) in wanted]
+    found = (binding_id for binding_id, repo in bindings if repo_key(repo) in wanted)
+    return list(dict.fromkeys(found))
+
+
+# The setting naming the repository each host's check writer posts to.
+_CHECKS_REPOSITORY = {"github": "repository", "gitea": "repository", "gitlab": "project"}
+
+
+def checks_repositories(checks: Mapping[str, Any], host: str) -> tuple[str, ...]:
+    """The repositories the `checks` settings post to on `host` (a `generic` sender may
+    name any host's), as set there; none where a writer takes it from the URL."""
+    hosts = list(_CHECKS_REPOSITORY) if host == "generic" else [host]
+    found = []
+    for name in hosts:
+        settings = checks.get(name)
+        key = _CHECKS_REPOSITORY.get(name)
+        if key and isinstance(settings, Mapping) and isinstance(settings.get(key), str):
+            found.append(settings[key])
+    return tuple(found)

@@ -19,7 +19,7 @@ from nodus_gitops.follow_ups import FollowUps
 from nodus_gitops.leases import DEFAULT_TTL, LeaseKeeper
 from nodus_gitops.metered import MeteredProvider
 from nodus_gitops.providers.base import HoldsBudgets, Provider
-from nodus_gitops.repos import match_bindings
+from nodus_gitops.repos import checks_repositories, match_bindings
 from nodus_gitops.spending import PeriodSpend
 from nodus_gitops.state.store import Store
 from nodus_gitops.sync import BindingSync, SyncReport
@@ -169,9 +169,23 @@ class Service:
     def reconcile_all(self, *, force: bool = False) -> list[SyncReport]:
         return [r for b in self.syncs if (r := self.reconcile(b, force=force)) is not None]
 
-    def bindings_for_repo(self, names: Iterable[str]) -> list[str]:
-        """Bindings following the repository a webhook names (by `owner/repo` path)."""
-        return match_bindings(names, [(b, s.binding.url) for b, s in self.syncs.items()])
+    def bindings_for_repo(self, names: Iterable[str], host: str = "generic") -> list[str]:
+        """Bindings following the repository a webhook from `host` names (by `owner/repo`
+        path): by their URL, or by the repository their checks post to on that host."""
+        posted_to = checks_repositories(self.settings.checks or {}, host)
+        return match_bindings(names, [(b, repo) for b, s in self.syncs.items()
+                                      for repo in (s.binding.url, *posted_to)])
+
+    def first_delivery(self, host: str, delivery_id: str) -> bool:
+        """Whether no replica received this webhook delivery before (it is recorded now).
+        With the store unreachable, it counts as the first: a delivery can at worst
+        trigger an early fetch, and dropping a push would delay it to the next poll."""
+        try:
+            return self.store.record_delivery(host, delivery_id)
+        except Exception:
+            log.exception("webhook delivery not recorded", extra={"host": host,
+                                                                   "delivery": delivery_id})
+            return True
 
     def branch_of(self, binding_id: str) -> str | None:
         """The branch `binding_id` tracks (a pull request's plan is only for its base)."""

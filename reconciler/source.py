@@ -469,6 +469,23 @@ class GitSource:
 
         return self._network(op)
 
+    def fetch_pull_head(self, number: int) -> str | None:
+        """The head commit of pull request `number` as the remote publishes it, fetched:
+        `refs/pull/<n>/head` (GitHub, Gitea, Forgejo) or `refs/merge-requests/<n>/head`
+        (GitLab), found in one listing of the remote's refs. A fork's commits are only
+        there. None when the remote publishes neither."""
+        wanted = (f"refs/pull/{number}/head", f"refs/merge-requests/{number}/head")
+
+        def op(remote: pygit2.Remote, cb: _Callbacks) -> str | None:
+            names = {h.name for h in remote.list_heads(callbacks=cb)}
+            found = next((ref for ref in wanted if ref in names), None)
+            if found is None:
+                return None
+            remote.fetch([f"+{found}:refs/nodus/resolved"], callbacks=cb)
+            return str(self._repo.revparse_single("refs/nodus/resolved").peel(pygit2.Commit).id)
+
+        return self._network(op)
+
     def _network(self, op: Callable[[pygit2.Remote, _Callbacks], _T]) -> _T:
         callbacks = _Callbacks(self._credentials, self.url)
         try:

@@ -241,15 +241,15 @@ class BindingSync:
         on the base repository's `refs/pull/<n>/head` (GitHub, Gitea) or
         `refs/merge-requests/<n>/head` (GitLab), and its branch may share a name with a
         base branch (a fork's `main`): the branch name comes last, and never when it
-        names another commit than the one the host said. None: not found."""
+        names another commit than the one the host said. None: not found, or the pull
+        request's head moved on from the one the host said (the newer head's own
+        delivery plans it)."""
         if head_sha and self.source.has(head_sha):
             return head_sha
         if number is not None:
-            for pull in (f"refs/pull/{number}/head", f"refs/merge-requests/{number}/head"):
-                try:
-                    return self.source.resolve(pull)
-                except SourceError:
-                    continue
+            commit = self.source.fetch_pull_head(number)
+            if commit is not None:
+                return None if head_sha and commit != head_sha else commit
         commit = self.source.resolve(ref)
         return None if head_sha and commit != head_sha else commit
 

@@ -10,6 +10,15 @@ signed with the host's secret: GitHub `X-Hub-Signature-256: sha256=<hex HMAC-SHA
 body>`, Gitea/Forgejo `X-Gitea-Signature` (`X-Forgejo-Signature`): `<hex HMAC-SHA256>`,
 GitLab `X-Gitlab-Token: <secret>`, anything else `X-Nodus-Signature-256: sha256=<hex>`.
 The HMACs cover the exact body bytes, so a replay with a changed body fails.
+
+Each signed delivery's id (GitHub `X-GitHub-Delivery`, Gitea `X-Gitea-Delivery` or
+Forgejo `X-Forgejo-Delivery`, GitLab `X-Gitlab-Event-UUID`, others `X-Nodus-Delivery`)
+is recorded in the state store, shared by every replica: the same id again (a host's
+redelivery, or a replay of the request as it was sent) is answered 200 as a duplicate
+and triggers nothing. Only a verified delivery is recorded, so unsigned requests cannot
+fill the record, nor mark a genuine delivery's id as seen. The id is not covered by the
+signature: a replay under a new id is stopped only by the point above, that a webhook
+can at worst cause an early fetch.
 """
 
 from __future__ import annotations
@@ -24,10 +33,16 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 MAX_BODY_BYTES = 1024 * 1024
+MAX_DELIVERY_ID = 200  # characters; hosts send UUIDs (36)
 HOSTS = ("github", "gitea", "gitlab", "generic")
 SECRET_ENV = "NODUS_GITOPS_WEBHOOK_SECRET_{host}"  # e.g. NODUS_GITOPS_WEBHOOK_SECRET_GITHUB
 _PR_ACTIONS = {"opened", "reopened", "synchronize", "synchronized", "edited", "ready_for_review"}
 _MR_ACTIONS = {"open", "reopen", "update"}  # GitLab merge request object_attributes.action
+# Where each host puts a delivery's id, in the order read (Forgejo sends all three).
+DELIVERY_HEADERS = {"github": ("x-github-delivery",),
+                    "gitea": ("x-forgejo-delivery", "x-gitea-delivery", "x-github-delivery"),
+                    "gitlab": ("x-gitlab-event-uuid",),
+                    "generic": ("x-nodus-delivery",)}
 
 Kind = Literal["push", "pull_request", "ping", "other"]
 
@@ -42,10 +57,16 @@ class HookEvent:
     base: str | None = None  # a pull request's base (target) branch
 
 
+class PayloadError(ValueError):
+    """A body that is not the payload its host sends: what is wrong, for the 400."""
+
+
 class HookService(Protocol):
     """What a webhook needs of the service (the Service implements it)."""
 
-    def bindings_for_repo(self, names: tuple[str, ...]) -> list[str]: ...
+    def bindings_for_repo(self, names: tuple[str, ...], host: str) -> list[str]: ...
+
+    def first_delivery(self, host: str, delivery_id: str) -> bool: ...
 
     def branch_of(self, binding_id: str) -> str | None: ...
 
@@ -104,10 +125,16 @@ def verify(host: str, headers: Mapping[str, str], body: bytes, secret: str) -> b
 
 
 def parse_event(host: str, headers: Mapping[str, str], body: bytes) -> HookEvent:
-    """What a delivery is about; raises ValueError when the body is not a JSON object."""
-    payload = json.loads(body)
+    """What a delivery is about; raises PayloadError when the body is not JSON, not an
+    object, or has a field of another shape than the host sends."""
+    try:
+        payload = json.loads(body)
+    except RecursionError:  # the decoder recurses once per level
+        raise PayloadError("the body is JSON nested too deep") from None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise PayloadError(f"the body is not JSON: {exc}") from None
     if not isinstance(payload, dict):
-        raise ValueError("the body is not a JSON object")
+        raise PayloadError("the body is not a JSON object (a webhook payload is one)")
     h = _lower(headers)
     if host == "gitlab":
         return _gitlab(h.get("x-gitlab-event", ""), payload)
@@ -116,6 +143,13 @@ def parse_event(host: str, headers: Mapping[str, str], body: bytes) -> HookEvent
     event = (h.get("x-github-event", "") if host == "github" else
              h.get("x-forgejo-event") or h.get("x-gitea-event") or h.get("x-github-event", ""))
     return _github_like(event, payload)
+
+
+def delivery_id(host: str, headers: Mapping[str, str]) -> str | None:
+    """The id the host gave this delivery; None when it sent none."""
+    h = _lower(headers)
+    return next((h[name].strip() for name in DELIVERY_HEADERS.get(host, ())
+                 if h.get(name, "").strip()), None)
 
 
 def handle(service: HookService, host: str, headers: Mapping[str, str], body: bytes,
@@ -136,13 +170,22 @@ def handle(service: HookService, host: str, headers: Mapping[str, str], body: by
         return 401, {"error": "missing or invalid webhook signature"}
     try:
         event = parse_event(host, headers, body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        return 400, {"error": f"the body is not a webhook payload: {exc}"}
+    except PayloadError as exc:
+        return 400, {"error": f"not a webhook payload: {exc}"}
+    delivery = delivery_id(host, headers)
+    if delivery is not None:
+        if len(delivery) > MAX_DELIVERY_ID or not delivery.isprintable():
+            return 400, {"error": f"the delivery id is not one a host sends (printable, at "
+                                  f"most {MAX_DELIVERY_ID} characters)"}
+        if not service.first_delivery(host, delivery):
+            return 200, {"triggered": [], "duplicate": True,
+                         "note": f"delivery {delivery} was received before: nothing "
+                                 "triggered"}
     if event.kind == "ping":
         return 202, {"triggered": [], "note": "ping received"}
     if event.kind == "other":
         return 202, {"triggered": [], "note": "this event does not trigger a sync"}
-    bindings = service.bindings_for_repo(event.repo_names)
+    bindings = service.bindings_for_repo(event.repo_names, host)
     if not bindings:
         return 202, {"triggered": [], "note": "no repo binding follows this repository"}
     if event.kind == "pull_request":
@@ -165,9 +208,9 @@ def handle(service: HookService, host: str, headers: Mapping[str, str], body: by
     return 202, {"triggered": triggered, "event": event.kind}
 
 
-def _branch_name(ref: Any) -> str | None:
+def _branch_name(ref: str | None) -> str | None:
     """`main` for `main` or `refs/heads/main`; None when not a name."""
-    if not isinstance(ref, str):
+    if not ref:
         return None
     return ref.removeprefix("refs/heads/") or None
 
@@ -176,51 +219,88 @@ def _lower(headers: Mapping[str, str]) -> dict[str, str]:
     return {k.lower(): v for k, v in headers.items()}
 
 
-def _names(*values: Any) -> tuple[str, ...]:
+# -- reading a payload: every field checked for the shape its host sends ------------------
+
+
+def _object(payload: dict[str, Any], key: str, where: str = "") -> dict[str, Any]:
+    """`payload[key]` as an object ({} when absent or null)."""
+    value = payload.get(key)
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PayloadError(f"{where}{key} is not an object")
+    return value
+
+
+def _text(payload: dict[str, Any], key: str, where: str = "") -> str | None:
+    """`payload[key]` as a string (None when absent or null)."""
+    value = payload.get(key)
+    if value is not None and not isinstance(value, str):
+        raise PayloadError(f"{where}{key} is not a string")
+    return value
+
+
+def _number(payload: dict[str, Any], key: str, where: str = "") -> int | None:
+    """`payload[key]` as a whole number (None when absent or null); digits as text too."""
+    value = payload.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PayloadError(f"{where}{key} is not a whole number")
+    return value
+
+
+def _names(payload: dict[str, Any], keys: tuple[str, ...], where: str) -> tuple[str, ...]:
+    """The non-empty strings under `keys`, each once, in order."""
     seen: dict[str, None] = {}
-    for value in values:
-        if isinstance(value, str) and value:
+    for key in keys:
+        if value := _text(payload, key, where):
             seen[value] = None
     return tuple(seen)
 
 
+_REPO_NAMES = ("full_name", "clone_url", "html_url", "ssh_url")
+_PROJECT_NAMES = ("path_with_namespace", "git_http_url", "web_url", "git_ssh_url")
+
+
 def _github_like(event: str, payload: dict[str, Any]) -> HookEvent:
     """GitHub, Gitea and Forgejo share the payload shape of push and pull_request."""
-    repo = payload.get("repository") or {}
-    names = _names(repo.get("full_name"), repo.get("clone_url"), repo.get("html_url"),
-                   repo.get("ssh_url"))
+    names = _names(_object(payload, "repository"), _REPO_NAMES, "repository.")
     if event == "ping":
         return HookEvent("ping", names)
     if event == "push":
-        return HookEvent("push", names, payload.get("ref"), payload.get("after"))
+        return HookEvent("push", names, _text(payload, "ref"), _text(payload, "after"))
     if event in ("pull_request", "pull_request_sync"):
-        pr = payload.get("pull_request") or {}
-        head = pr.get("head") or {}
-        if payload.get("action") not in _PR_ACTIONS:
+        pr = _object(payload, "pull_request")
+        head = _object(pr, "head", "pull_request.")
+        ref, sha = _text(head, "ref", "pull_request.head."), _text(head, "sha",
+                                                                   "pull_request.head.")
+        base = _text(_object(pr, "base", "pull_request."), "ref", "pull_request.base.")
+        number = _number(payload, "number")
+        if number is None:
+            number = _number(pr, "number", "pull_request.")
+        if _text(payload, "action") not in _PR_ACTIONS:
             return HookEvent("other", names)
-        number = payload.get("number", pr.get("number"))
-        return HookEvent("pull_request", names, head.get("ref"), head.get("sha"),
-                         int(number) if number is not None else None,
-                         _branch_name((pr.get("base") or {}).get("ref")))
+        return HookEvent("pull_request", names, ref, sha, number, _branch_name(base))
     return HookEvent("other", names)
 
 
 def _gitlab(event: str, payload: dict[str, Any]) -> HookEvent:
-    project = payload.get("project") or {}
-    names = _names(project.get("path_with_namespace"), project.get("git_http_url"),
-                   project.get("web_url"), project.get("git_ssh_url"))
+    names = _names(_object(payload, "project"), _PROJECT_NAMES, "project.")
     if event == "Push Hook":
-        return HookEvent("push", names, payload.get("ref"),
-                         payload.get("checkout_sha") or payload.get("after"))
+        return HookEvent("push", names, _text(payload, "ref"),
+                         _text(payload, "checkout_sha") or _text(payload, "after"))
     if event == "Merge Request Hook":
-        attrs = payload.get("object_attributes") or {}
-        if attrs.get("action") not in _MR_ACTIONS:
+        attrs = _object(payload, "object_attributes")
+        where = "object_attributes."
+        source, iid = _text(attrs, "source_branch", where), _number(attrs, "iid", where)
+        last = _text(_object(attrs, "last_commit", where), "id", f"{where}last_commit.")
+        target = _text(attrs, "target_branch", where)
+        if _text(attrs, "action", where) not in _MR_ACTIONS:
             return HookEvent("other", names)
-        iid = attrs.get("iid")
-        return HookEvent("pull_request", names, attrs.get("source_branch"),
-                         (attrs.get("last_commit") or {}).get("id"),
-                         int(iid) if iid is not None else None,
-                         _branch_name(attrs.get("target_branch")))
+        return HookEvent("pull_request", names, source, last, iid, _branch_name(target))
     return HookEvent("other", names)
 
 
@@ -229,11 +309,13 @@ def _generic(payload: dict[str, Any]) -> HookEvent:
     "number", "base"}` for senders that are not a Git host (a CI job, a script); `base`:
     the branch a pull request merges into."""
     repos = payload.get("repository")
-    names = _names(*(repos if isinstance(repos, list) else [repos]))
-    kind = payload.get("event", "push")
+    listed = repos if isinstance(repos, list) else [repos]
+    if not all(r is None or isinstance(r, str) for r in listed):
+        raise PayloadError("repository is not a name or a list of names")
+    names = tuple(dict.fromkeys(r for r in listed if r))
+    kind = _text(payload, "event") or "push"
+    ref, sha = _text(payload, "ref"), _text(payload, "sha")
+    number, base = _number(payload, "number"), _text(payload, "base")
     if kind not in ("push", "pull_request", "ping"):
         return HookEvent("other", names)
-    number = payload.get("number")
-    return HookEvent(kind, names, payload.get("ref"), payload.get("sha"),
-                     int(number) if number is not None else None,
-                     _branch_name(payload.get("base")))
+    return HookEvent(kind, names, ref, sha, number, _branch_name(base))  # type: ignore[arg-type]

@@ -33,9 +33,15 @@ class FakeService:
             branch=(branches or {}).get(b, "main"))) for b in ids}
         self.triggered: list[str] = []
         self.previews: list[tuple] = []
+        self.deliveries: set[tuple[str, str]] = set()
 
-    def bindings_for_repo(self, names: tuple[str, ...]) -> list[str]:
+    def bindings_for_repo(self, names: tuple[str, ...], host: str) -> list[str]:
         return sorted({b for name in names for b in self.bindings.get(name, [])})
+
+    def first_delivery(self, host: str, delivery_id: str) -> bool:
+        new = (host, delivery_id) not in self.deliveries
+        self.deliveries.add((host, delivery_id))
+        return new
 
     def branch_of(self, binding_id: str) -> str | None:
         return self.syncs[binding_id].binding.branch
