@@ -9,6 +9,7 @@ is one file on a page of its own, which problems link to at `#L<line>`."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -19,7 +20,7 @@ from nodus_gitops.floor.redaction import url_without_userinfo
 from nodus_gitops.manifests import Document, Oversized, is_manifest_path, load_documents
 from nodus_gitops.web.format import commit_link, now_text
 from nodus_gitops.web.html import Safe, esc, layout, path, tag
-from nodus_gitops.web.redact import MASK, mask
+from nodus_gitops.web.redact import MASK, configured_secrets, mask, mask_text
 
 if TYPE_CHECKING:
     from nodus_gitops.service import Service
@@ -29,8 +30,9 @@ _COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
 
 @dataclass(frozen=True)
 class SourceFile:
-    """One file at one commit, masked: its text, how many values were hidden, its
-    documents (None when it is not valid YAML) and how its masking was done."""
+    """One file at one commit, masked: its text, how many of its lines had something
+    hidden, its documents (None when it is not valid YAML, with the parse error), and the
+    lines each resource it declares spans."""
 
     binding: str
     commit: str
@@ -79,29 +81,34 @@ def read(service: Service, binding: str, commit: str | None, file: str | None) -
         text = content.decode("utf-8")
     except UnicodeDecodeError:
         return f"{file} at {commit[:12]} is not UTF-8 text"
-    return masked_file(binding, commit, file, text)
+    return masked_file(binding, commit, file, text, configured_secrets(service.settings))
 
 
-def masked_file(binding: str, commit: str, file: str, text: str) -> SourceFile:
-    """`text` with what `mask` hides replaced in place. A valid YAML file is masked value
-    by value from its parse (a masked block scalar keeps its line count, as blank lines);
-    a file that does not parse is masked line by line (`NAME: value`, `- name:`/`value:`)."""
+def masked_file(binding: str, commit: str, file: str, text: str,
+                secrets: Iterable[str] = ()) -> SourceFile:
+    """`text` with what the dashboard masks hidden in place, line for line. A value `mask`
+    hides whole is replaced where the parse found it (a masked block scalar keeps its
+    line count, as blank lines); then `redact.mask_text` hides the rest: token shapes and
+    configured secrets anywhere (scripts and comments too), and env entries line by line
+    in a file that does not parse."""
     try:
-        documents = load_documents(file, text)
+        documents: list[Document] | None = load_documents(file, text)
+        parse_error = None
     except ManifestError as exc:
-        shown, count = _mask_lines(text)
-        return SourceFile(binding, commit, file, shown, count, None, str(exc))
+        documents, parse_error = None, str(exc)
     spans: list[tuple[int, int]] = []
-    for doc in documents:
+    for doc in documents or []:
         if doc.node is not None:
-            _hidden_spans(doc.node, doc.data, mask(doc.data), spans)
+            _hidden_spans(doc.node, doc.data, mask(doc.data, secrets), spans)
     out, last = [], 0
     for start, end in sorted(spans):
         out += [text[last:start], MASK + "\n" * text.count("\n", start, end)]
         last = end
     out.append(text[last:])
-    return SourceFile(binding, commit, file, "".join(out), len(spans), documents,
-                      declared=tuple(_declared(text, documents)))
+    shown = mask_text("".join(out), secrets)
+    changed = sum(a != b for a, b in zip(text.split("\n"), shown.split("\n"), strict=False))
+    return SourceFile(binding, commit, file, shown, changed, documents, parse_error,
+                      declared=tuple(_declared(text, documents or [])))
 
 
 def _declared(text: str, documents: list[Document]) -> list[tuple[str, str, int, int]]:
@@ -117,7 +124,8 @@ def _declared(text: str, documents: list[Document]) -> list[tuple[str, str, int,
 
 def _hidden_spans(node: yaml.Node, value: Any, shown: Any,
                   spans: list[tuple[int, int]]) -> None:
-    """The character spans of the values `mask` changed (`shown` is `value` masked)."""
+    """The character spans of the values `mask` hid whole (`shown` is `value` masked);
+    a string it hid only a part of is left to `mask_text`."""
     if shown == value:
         return
     if isinstance(node, yaml.MappingNode) and isinstance(value, dict) and isinstance(
@@ -132,7 +140,8 @@ def _hidden_spans(node: yaml.Node, value: Any, shown: Any,
         for item_node, item, item_shown in zip(node.value, value, shown, strict=False):
             _hidden_spans(item_node, item, item_shown, spans)
         return
-    spans.append((node.start_mark.index, node.end_mark.index))
+    if shown == MASK:
+        spans.append((node.start_mark.index, node.end_mark.index))
 
 
 _MISSING = object()
@@ -145,30 +154,6 @@ def _key(node: yaml.Node, mapping: dict[Any, Any]) -> Any:
     if node.value in mapping:
         return node.value
     return next((k for k in mapping if str(k) == node.value), _MISSING)
-
-
-_LINE = re.compile(r"^(?P<lead>\s*(?:-\s+)?)(?P<key>[\w.-]+)(?P<sep>\s*:\s+)(?P<value>\S.*?)\s*$")
-
-
-def _mask_lines(text: str) -> tuple[str, int]:
-    """A file that does not parse, masked line by line: `NAME: value` where `mask` would
-    hide an env entry of that name and value, and the `value:` after a `name:` it would."""
-    lines = text.split("\n")
-    count, entry_name = 0, None
-    for i, line in enumerate(lines):
-        m = _LINE.match(line)
-        if m is None:
-            continue
-        key, value = m["key"], m["value"].strip("'\"")
-        hidden = mask({"env": {key: value}})["env"][key] != value
-        if key == "value" and entry_name is not None:
-            hidden = hidden or mask({"env": [{"name": entry_name, "value": value}]}
-                                    )["env"][0]["value"] != value
-        entry_name = value if key == "name" else None
-        if hidden:
-            lines[i] = m["lead"] + key + m["sep"] + MASK
-            count += 1
-    return "\n".join(lines), count
 
 
 def _last_line(text: str, node: yaml.Node) -> int:
@@ -204,7 +189,8 @@ def file_page(service: Service, binding: str, commit: str, file: str) -> tuple[i
                 tag("code", file), " at ", commit_link(repo_url, commit), class_="muted")
     body: list[Any] = [facts]
     if source.masked:
-        body.append(tag("p", f"{source.masked} secret-looking values are masked.",
+        body.append(tag("p", "Secret-looking values are masked on "
+                        f"{source.masked} line{'s' if source.masked != 1 else ''}.",
                         class_="muted", data_field="masked"))
     if source.parse_error:
         body.append(tag("p", "This file is not valid YAML: ", esc(source.parse_error),

@@ -57,7 +57,8 @@ def lines(html: str) -> list[str]:
 
 def test_the_file_shows_as_written_with_secrets_masked_in_place() -> None:
     source = masked_file("ml", "0" * 40, "jobs/pipeline.yaml", PIPELINE)
-    assert source.parse_error is None and source.masked == 3
+    assert source.parse_error is None
+    assert source.masked == 5  # lines: two entries, a block's three, a list entry's value
     shown = source.text.split("\n")
     original = PIPELINE.split("\n")
     assert len(shown) == len(original)  # the lines keep their numbers
@@ -81,14 +82,36 @@ def test_each_document_knows_its_lines() -> None:
     assert source.lines_of("Job", "train-eval") is None
 
 
+def test_token_shapes_are_hidden_in_scripts_and_comments_and_nothing_else() -> None:
+    text = ("kind: Job\n# deploy key: ghp_abcdefghijklmnopqrstuvwxyz0123\nspec:\n  command:\n"
+            "    - bash\n    - -c\n    - |\n"
+            '      curl -H "Authorization: Bearer abcdefghijkl0123" https://x\n'
+            "      echo done\n")
+    source = masked_file("ml", "0" * 40, "jobs/x.yaml", text)
+    shown = source.text.split("\n")
+    assert "ghp_abcdefghijklmnopqrstuvwxyz0123" not in source.text
+    assert "abcdefghijkl0123" not in source.text
+    assert shown[7].startswith('      curl -H "Authorization: Bearer ') and shown[8] == (
+        "      echo done")  # the script keeps its other words and lines
+    assert source.masked == 2
+
+
+def test_a_secret_the_config_names_is_hidden_wherever_it_is_written() -> None:
+    text = "kind: Job\nspec:\n  command: [run, --password=hook-secret-42]\n# hook-secret-42\n"
+    source = masked_file("ml", "0" * 40, "jobs/x.yaml", text, secrets=["hook-secret-42"])
+    assert "hook-secret-42" not in source.text
+    assert source.text.split("\n")[2].startswith("  command: [run, --password=")
+    assert masked_file("ml", "0" * 40, "jobs/x.yaml", text).text == text
+
+
 def test_a_file_that_does_not_parse_is_masked_line_by_line() -> None:
-    broken = "kind: Job\nspec:\n  env:\n    GH_TOKEN: ghp_abc\n  - name: PASSWORD\n" \
-             "    value: p4ss\n  bad: [unclosed\n"
+    broken = "kind: Job\nspec:\n  env:\n    GH_TOKEN: ghp_abc\n    - name: PASSWORD\n" \
+             "      value: p4ss\n  bad: [unclosed\n"
     source = masked_file("ml", "0" * 40, "jobs/bad.yaml", broken)
     assert source.documents is None and "invalid YAML" in (source.parse_error or "")
     assert "ghp_abc" not in source.text and "p4ss" not in source.text
     assert source.text.split("\n")[3] == f"    GH_TOKEN: {MASK}"
-    assert source.text.split("\n")[5] == f"    value: {MASK}"
+    assert source.text.split("\n")[5] == f"      value: {MASK}"
     assert source.masked == 2
 
 
