@@ -31,7 +31,7 @@ from nodus_gitops.web.html import (
     tag,
     with_query,
 )
-from nodus_gitops.web.redact import mask
+from nodus_gitops.web.redact import configured_secrets, mask
 from nodus_gitops.workloads.children import find_child, was_created
 
 if TYPE_CHECKING:
@@ -232,9 +232,10 @@ def _pipeline(r: InventoryRecord, status: dict[str, Any]) -> list[Safe]:
                 href=job_page(r.key.project, s), duration=t.running_text(),
                 cost=money(s.get("costUSD")))
     graph = svg.pipeline_graph(r.manifest.get("spec") or {}, status, facts)
+    # The graph above its table, each as wide as the page: the table has ten columns.
     return [tag("h2", "Stages"),
-            tag("div", tag("figure", graph, class_="graph", data_live="stage-graph"),
-                _stages(r, status, timings), class_="side-by-side")]
+            tag("figure", graph, class_="graph", data_live="stage-graph"),
+            _stages(r, status, timings)]
 
 
 def _params(params: Any) -> str:
@@ -341,7 +342,8 @@ def resource_page(service: Service, kind: str, project: str, name: str) -> tuple
     if found is None:
         return 404, layout("Not found", tag("p", f"No resource {kind}/{project}/{name}."))
     r = found.record
-    status = mask(r.status or {})
+    secrets = configured_secrets(service.settings)
+    status = mask(r.status or {}, secrets)
     binding = service.store.get_binding(r.binding_id)
     repo_url = url_without_userinfo(binding.url) if binding else None
     timing = record_timing(r)
@@ -387,6 +389,10 @@ def resource_page(service: Service, kind: str, project: str, name: str) -> tuple
                        poll=_api(r), generated=now_text())
 
 
+def _lines(n: int) -> str:
+    return f"{n} line" if n == 1 else f"{n} lines"
+
+
 def _manifest(service: Service, r: InventoryRecord, repo_url: str | None,
               parent: ResourceKey | None) -> list[Safe]:
     """The file that declares `r`, as written at its commit, its own document marked;
@@ -397,14 +403,15 @@ def _manifest(service: Service, r: InventoryRecord, repo_url: str | None,
         return [tag("p", "The file cannot be read (", source, "): this is the manifest as "
                     "stored, re-serialised, not the file's own text.", class_="notice",
                     data_field="manifest-source"),
-                tag("p", "from ", *where, class_="muted"), _yaml(mask(r.manifest))]
+                tag("p", "from ", *where, class_="muted"),
+                _yaml(mask(r.manifest, configured_secrets(service.settings)))]
     declared = parent or r.key  # a stage's or a cell's Job is declared by its parent
     own = source.lines_of(declared.kind, declared.name)
     note = [tag("a", "the file", href=source_view.file_url(
         r.binding_id, str(r.source_commit), str(r.source_file), own[0] if own else None)),
         f", lines {own[0]}–{own[1]}" if own else ""]
     if source.masked:
-        note.append(f" · {source.masked} secret-looking values masked")
+        note.append(f" · secret-looking values masked on {_lines(source.masked)}")
     return [tag("p", "from ", *where, " · ", *note, class_="muted",
                 data_field="manifest-source"),
             source_view.listing(source, own)]

@@ -4,6 +4,7 @@ no sandbox says so on its page."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -142,3 +143,25 @@ def test_a_job_run_without_a_sandbox_says_so_on_its_page(client: httpx.Client) -
         assert ("none: the command runs as the reconciler&#x27;s own user and sees the whole "
                 "machine") in html
         assert "NoSandbox" in html  # the backend's warning, among the events
+
+
+def test_real_stages_show_their_durations_and_their_file(client: httpx.Client) -> None:
+    html = client.get("/resources/Pipeline/p/te").text
+    stages = html.split('class="stages"', 1)[1].split("</table>", 1)[0]
+    for stage in ("prep", "train"):
+        row = stages.split(f'<tr data-stage="{stage}">', 1)[1].split("</tr>", 1)[0]
+        running = re.search(r'data-field="running"><span class="duration">(\d+s|\d+m \d+s)<',
+                            row)
+        assert running, row  # both ended: a fixed duration, from their own start and end
+        assert re.search(r'data-field="queued"><span class="duration">\d+', row), row
+    graph = html.split('class="pipeline-graph"', 1)[1].split("</svg>", 1)[0]
+    assert '<a href="/resources/Job/p/te-train" class="node-link"' in graph
+    # The manifest is the pushed file itself, the Pipeline's document marked.
+    source = html.split('<pre class="source" data-file="pipeline.yaml">', 1)[1]
+    lines = re.findall(r'<span id="L(\d+)" class="line own">', source.split("</pre>", 1)[0])
+    assert len(lines) == PIPELINE.count("\n")
+    assert 'command: [python3, -c, &quot;print(&#x27;prep out&#x27;)&quot;]' in source
+    job = client.get("/resources/Job/p/te-train").text
+    assert '<pre class="source" data-file="pipeline.yaml">' in job
+    assert re.search(r'<dt>Running</dt><dd><span data-field="running"><span '
+                     r'class="duration">\d+s<', job)

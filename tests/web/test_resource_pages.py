@@ -142,7 +142,7 @@ def test_the_manifest_is_the_file_as_written_at_its_commit(client: httpx.Client)
     assert "sk-live-123" not in html and "hunter2" not in html
     assert Counter(c for _, c, _ in lines) == {"line": 1, "line own": len(lines) - 1}
     assert f'href="/repos/ml-team/files/{SHA1}/jobs/hello.yaml#L2"' in html
-    assert "2 secret-looking values masked" in html
+    assert "secret-looking values masked on 2 lines" in html
     assert "re-serialised" not in html
 
 
