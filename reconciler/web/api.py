@@ -29,7 +29,7 @@ from nodus_gitops.state.records import (
     InventoryRecord,
     SyncRecord,
 )
-from nodus_gitops.web import logs, overview_queries, queries
+from nodus_gitops.web import logs, overview_queries, queries, search
 from nodus_gitops.web.html import with_query
 from nodus_gitops.web.redact import mask
 from nodus_gitops.workloads.children import ChildJob, find_child
@@ -258,7 +258,7 @@ def get_sync(service: Service, params: Params, sync_id: str) -> Reply:
 
 
 def get_resources(service: Service, params: Params) -> Reply:
-    q = queries.ResourceQuery.from_params(params)
+    q = search.ResourceSearch.from_params(params)
     records, total = queries.resources_page(service.store, q)
     headers = {"X-Total-Count": str(total), "X-Page": str(q.page),
                "X-Page-Size": str(q.page_size)}

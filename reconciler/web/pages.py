@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from nodus_gitops.floor.redaction import url_without_userinfo
 from nodus_gitops.output import age, money, progress
-from nodus_gitops.web import api, queries
+from nodus_gitops.web import api, queries, search
 from nodus_gitops.web.format import commit_link, now_text, result_badge, when
 from nodus_gitops.web.html import (
     Safe,
@@ -16,7 +16,6 @@ from nodus_gitops.web.html import (
     layout,
     path,
     phase_badge,
-    table,
     tag,
     with_query,
 )
@@ -159,9 +158,25 @@ def _select(name: str, values: list[str], current: str | None) -> Safe:
     return tag("label", name.capitalize(), " ", tag("select", *options, name=name))
 
 
+def search_box(q: search.ResourceSearch) -> Safe:
+    """The search box: every filter as words (`hello phase:Failed team=ml`), first on the
+    page for the keyboard; its own form, so what it holds replaces the filters."""
+    return tag(
+        "form",
+        tag("label", "Search resources", for_="search-q"), " ",
+        tag("input", type="search", name="q", id="search-q", value=q.words(),
+            placeholder="name, team=ml, phase:Failed, commit:0123abc", accesskey="s",
+            aria_describedby="search-help", autocomplete="off"),
+        tag("button", "Search", type="submit"),
+        tag("p", "A word matches part of a name; key=value, key!=value and !key match "
+                 "labels; kind:, phase:, repo:, project: and commit: (a SHA's start) filter.",
+            id="search-help", class_="muted help"),
+        method="get", action="/resources", role="search", class_="search")
+
+
 def resources(service: Service, params: dict[str, list[str]]) -> tuple[int, bytes]:
     try:
-        q = queries.ResourceQuery.from_params(params)
+        q = search.ResourceSearch.from_params(params)
     except ValueError as exc:
         return 400, layout("Resources", tag("p", str(exc), class_="error"), active="resources")
     records, total = queries.resources_page(service.store, q)
@@ -172,6 +187,11 @@ def resources(service: Service, params: dict[str, list[str]]) -> tuple[int, byte
         _select("repo", facets["repo"], q.repo), _select("kind", facets["kind"], q.kind),
         _select("phase", facets["phase"], ",".join(q.phase) or None),
         tag("label", "Name", " ", tag("input", type="search", name="name", value=q.name or "")),
+        tag("label", "Label", " ", tag("input", type="search", name="label",
+                                       value=q.params()["label"] or "",
+                                       placeholder="team=ml")),
+        tag("label", "Commit", " ", tag("input", type="search", name="commit",
+                                        value=q.commit or "", placeholder="0123abc")),
         tag("input", type="hidden", name="sort", value=q.params()["sort"]),
         tag("button", "Filter", type="submit"),
         tag("a", "clear", href="/resources"),
@@ -185,10 +205,12 @@ def resources(service: Service, params: dict[str, list[str]]) -> tuple[int, byte
     if q.page < pages:
         nav.append(tag("a", "next ›", href=with_query("/resources", q.params(page=q.page + 1)),
                        rel="next"))
-    body = [form,
-            table(headers, [resource_row(r, urls) for r in records], class_="resources"),
-            tag("nav", *nav, class_="pager")]
+    rows = tag("tbody", *(resource_row(r, urls) for r in records), data_live="resources-rows")
+    body = [search_box(q), form,
+            tag("table", tag("thead", tag("tr", *(tag("th", h) for h in headers))), rows,
+                class_="resources"),
+            tag("nav", *nav, class_="pager", data_live="resources-pager")]
     if not records:
-        body.insert(1, tag("p", "No resources match.", class_="muted"))
+        body.insert(2, tag("p", "No resources match.", class_="muted"))
     poll = with_query("/api/v1/resources", q.params())
     return 200, layout("Resources", body, active="resources", poll=poll, generated=now_text())

@@ -21,7 +21,7 @@ PAGES = ["/", "/resources", "/history", f"/resources/Job/{PROJECT}/hello",
 
 def rows(html: str, table_class: str) -> list[str]:
     body = html.split(f'class="{table_class}"', 1)[1].split("</table>", 1)[0]
-    return re.findall(r"<tr[ >].*?</tr>", body.split("<tbody>", 1)[1], re.S)
+    return re.findall(r"<tr[ >].*?</tr>", re.split(r"<tbody[^>]*>", body, maxsplit=1)[1], re.S)
 
 
 @pytest.mark.parametrize("path", PAGES)
