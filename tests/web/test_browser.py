@@ -211,6 +211,30 @@ def test_the_as_of_line_follows_each_refresh(site: tuple[str, Seeded], site_page
     assert site_page.evaluate("window.__notReloaded") is True
 
 
+# Playwright cannot hide a tab: the page is told it is hidden as a browser would tell it.
+HIDE = """hidden => {
+  Object.defineProperty(document, "hidden", {configurable: true, get: () => hidden});
+  document.dispatchEvent(new Event("visibilitychange"));
+}"""
+
+
+def test_reading_pauses_while_the_tab_is_hidden(site: tuple[str, Seeded],
+                                                site_page: Any) -> None:
+    url, _ = site
+    reads: list[str] = []
+    site_page.on("request", lambda r: reads.append(r.url) if r.url == url + "/resources"
+                 else None)
+    site_page.goto(url + "/resources")
+    live = site_page.locator("#live")
+    expect(live).to_have_class("live ok", timeout=8000)
+    site_page.evaluate(HIDE, True)
+    expect(live).to_have_class("live paused", timeout=8000)  # no next read is scheduled
+    paused_at = len(reads)
+    site_page.evaluate(HIDE, False)
+    expect(live).to_have_class("live ok", timeout=8000)  # only a read that answered says so
+    assert len(reads) > paused_at  # shown again, it reads at once
+
+
 # A seeded dashboard in a process of its own, so that stopping it closes its connections
 # as a server going away does.
 SERVE_SEEDED = """
