@@ -22,6 +22,7 @@ from nodus_gitops.web.hooks import handle, sign
 from nodus_gitops.wiring import build_service
 
 from tests.fixtures_git import ManifestRepo, git, serve_git_http
+from tests.state.support import execute
 from tests.web.conftest import serve
 
 SECRET = "whsec-8f2b41"
@@ -114,8 +115,11 @@ def test_an_unsigned_flood_records_no_delivery(tmp_path: Path) -> None:
         service = build(tmp_path, remote.url_for("acme/ml"))
         headers, body = github("push", push("acme/ml", head), "d-7")
         forged = {**headers, "X-Hub-Signature-256": "sha256=" + "0" * 64}
-        for _ in range(3):
+        for n in range(100):
+            forged["X-GitHub-Delivery"] = "d-7" if n == 0 else f"flood-{n}"
             assert handle(service, "github", forged, body, {"github": SECRET})[0] == 401
+        database = f"sqlite:///{tmp_path / 'state' / 'state.db'}"
+        assert execute(database, "SELECT count(*) FROM webhook_delivery") == [[(0,)]]
         status, answer = handle(service, "github", headers, body, {"github": SECRET})
         wait_for_background("trigger-ml")
         assert (status, answer["triggered"]) == (202, ["ml"])
@@ -229,3 +233,52 @@ def test_a_merge_request_head_is_fetched_in_one_listing(tmp_path: Path) -> None:
         # One ref listing (info/refs) and one fetch (its negotiation), nothing more.
         assert remote.requests - before == 2
         service.store.close()
+
+
+DELIVERY = {  # each host's push, with its signature and the header of its delivery id
+    "gitea": lambda body, d: {"X-Gitea-Event": "push", "X-Gitea-Delivery": d,
+                              "X-Gitea-Signature": sign(body, SECRET)},
+    "gitlab": lambda body, d: {"X-Gitlab-Event": "Push Hook", "X-Gitlab-Event-UUID": d,
+                               "X-Gitlab-Token": SECRET},
+    "generic": lambda body, d: {"X-Nodus-Delivery": d,
+                                "X-Nodus-Signature-256": f"sha256={sign(body, SECRET)}"},
+}
+PUSHES = {
+    "gitea": lambda url: {"ref": "refs/heads/main", "repository": {"clone_url": url}},
+    "gitlab": lambda url: {"ref": "refs/heads/main", "project": {"git_http_url": url}},
+    "generic": lambda url: {"event": "push", "repository": url, "ref": "refs/heads/main"},
+}
+
+
+def test_every_host_s_delivery_id_is_answered_once(tmp_path: Path) -> None:
+    repo = ManifestRepo(tmp_path / "srv", "ml", tmp_path / "work")
+    repo.write("a.yaml", JOB.format(name="a"))
+    repo.commit("a")
+    repo.push()
+    service = build(tmp_path, str(repo.bare))
+    for host, headers_of in DELIVERY.items():
+        body = json.dumps(PUSHES[host](str(repo.bare))).encode()
+        headers = headers_of(body, "5f0c1e2a-0d4b-4a9e-9c55-1b7e0f0e7a11")
+        first = handle(service, host, headers, body, {host: SECRET})
+        again = handle(service, host, headers, body, {host: SECRET})
+        wait_for_background("trigger-ml")
+        assert (first[0], first[1]["triggered"]) == (202, ["ml"]), host
+        assert (again[0], again[1]["triggered"], again[1]["duplicate"]) == (200, [], True)
+        # A delivery without an id cannot be told from another: each one is acted on.
+        bare = {k: v for k, v in headers.items() if "Delivery" not in k and "UUID" not in k}
+        for _ in range(2):
+            assert handle(service, host, bare, body, {host: SECRET})[1]["triggered"] == ["ml"]
+            wait_for_background("trigger-ml")
+    service.store.close()
+
+
+def test_a_delivery_id_no_host_sends_is_400_and_not_recorded(tmp_path: Path) -> None:
+    repo = ManifestRepo(tmp_path / "srv", "ml", tmp_path / "work")
+    service = build(tmp_path, str(repo.bare))
+    for odd in ("x" * 201, "id\x00with-a-nul"):
+        headers, body = github("push", push("acme/ml", "0" * 40), odd)
+        status, answer = handle(service, "github", headers, body, {"github": SECRET})
+        assert status == 400 and "delivery id" in answer["error"]
+    service.store.close()
+    database = f"sqlite:///{tmp_path / 'state' / 'state.db'}"
+    assert execute(database, "SELECT count(*) FROM webhook_delivery") == [[(0,)]]
