@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodus_gitops.floor.results import SyncResult
+from nodus_gitops.web.overview_queries import Health, SyncStatus
 from nodus_gitops.web.queries import MAX_PAGE_SIZE, PAGE_SIZE, SORT_KEYS
 
 
@@ -38,6 +39,13 @@ _RESOURCE_FILTERS = [
     _q("repo", "binding id"), _q("kind", "Job, Pipeline or Sweep"),
     _q("phase", "one phase or several, comma-separated; Unknown for none yet"),
     _q("project", "project"), _q("name", "substring of the name"),
+    _q("label", "label selector over metadata.labels, comma-separated terms: key=value, "
+       "key!=value (a resource without the key matches), key (has it), !key (has not); "
+       "repeat the parameter to add terms"),
+    _q("commit", "the start of the commit a resource was applied from: 4 to 40 hex digits"),
+    _q("q", "the search box's words: a bare word is part of the name; key=value, "
+       "key!=value and !key are labels; kind:, phase:, repo:, project:, commit: and label: "
+       "set those filters"),
     _q("sort", f"one of {', '.join(SORT_KEYS)}; prefix '-' for descending"),
     _q("page", "page number, from 1", {"type": "integer", "minimum": 1}),
     _q("pageSize", f"resources a page (default {PAGE_SIZE})",
@@ -53,8 +61,43 @@ SCHEMAS: dict[str, Any] = {
         "lastSeenCommit": _NULLABLE_STR, "lastAppliedCommit": _NULLABLE_STR,
         "lastPollAt": _TIME, "lastError": _NULLABLE_STR,
         "lastSync": {"type": ["object", "null"]},
-        "phases": {"type": "object", "additionalProperties": {"type": "integer"}},
-        "costUSD": {"type": "string"}}},
+        "phases": {"type": "object", "additionalProperties": {"type": "integer"},
+                   "description": "resources by phase, deleted ones included"},
+        "costUSD": {"type": "string", "description": "spend rounded to the cent"},
+        "syncStatus": {"enum": [s.value for s in SyncStatus], "description":
+                       "from the head commit's own latest sync: Synced (applied, and its "
+                       "sync applied it), OutOfSync (not applied yet: never synced, or "
+                       "syncing now), Failed (its sync errored or was partial), Blocked "
+                       "(invalid, or a guard refused changes), Unknown (no head seen)"},
+        "syncReason": {"type": "string", "description": "why, in one line"},
+        "headSync": {"type": ["object", "null"], "description": "the head commit's latest "
+                     "sync (id, result, message, startedAt, finishedAt)"},
+        "health": {"enum": [h.value for h in Health], "description":
+                   "the live resources' phases rolled up, worst first: Degraded (Failed, "
+                   "CreateFailed), Unknown (no phase yet, or one not known), Progressing "
+                   "(Queued, Provisioning, Running, Recovering, Suspending, Cancelling), "
+                   "Suspended, Healthy (Succeeded, Cancelled); Missing when there are none"},
+        "healthReason": {"type": "string", "description": "the phases that decided it"},
+        "headCommit": {"oneOf": [_ref("Commit"), {"type": "null"}]},
+        "appliedCommit": {"oneOf": [_ref("Commit"), {"type": "null"}]},
+        "spendUSD": {"type": "string", "description": "the cost recorded of every resource "
+                     "of the binding, deleted ones included, to the micro-dollar"},
+        "budget": {"type": ["object", "null"], "description": "the project's budget this "
+                   "period; null when none is configured", "properties": {
+                       "project": {"type": "string"}, "limitUSD": {"type": "string"},
+                       "period": {"enum": ["day", "week", "month"]}, "periodStart": _TIME,
+                       "spentUSD": {"type": "string"}, "leftUSD": {"type": "string"}}},
+        "budgetLeftUSD": {"type": ["string", "null"], "description": "budget.leftUSD: "
+                          "negative past the limit; null when no budget is configured"}}},
+    "Commit": {"type": "object", "required": ["sha"], "properties": {
+        "sha": {"type": "string"},
+        "message": {"type": ["string", "null"], "description": "its first line; null when "
+                    "the mirror does not hold the commit (not fetched yet)"},
+        "author": _NULLABLE_STR, "email": _NULLABLE_STR,
+        "time": {"type": ["string", "null"], "format": "date-time",
+                 "description": "the author's time, in the author's UTC offset"},
+        "url": {"type": ["string", "null"], "description": "its page on GitHub, GitLab or "
+                "Gitea when the binding's URL is one of theirs"}}},
     "Sync": {"type": "object", "required": ["id", "binding", "commit", "result"], "properties": {
         "id": {"type": "integer"}, "binding": {"type": "string"}, "commit": {"type": "string"},
         "result": {"enum": [r.value for r in SyncResult

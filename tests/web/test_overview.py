@@ -9,6 +9,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import httpx
+import jsonschema
 import pytest
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.state.records import InventoryRecord
@@ -183,3 +184,17 @@ def test_the_page_says_it_in_words(client: httpx.Client) -> None:
     assert "no budget" in ops
     assert f'href="https://gitlab.com/acme/ops/-/commit/{OPS_SHA}"' in ops
     assert "not in the mirror yet" in ops  # its head's message: never fetched
+
+
+def test_the_openapi_document_describes_what_repos_carry(client: httpx.Client,
+                                                         seeded: Seeded) -> None:
+    spec = client.get("/api/v1/openapi.json").json()
+    repo_schema = spec["components"]["schemas"]["Repo"]
+    root = {"$ref": "#/components/schemas/Repo", "components": spec["components"]}
+    refresh = seeded.store.start_sync("ml-team", SHA1)  # every shape: a head sync too
+    seeded.store.finish_sync(refresh, "noop", "nothing to do", {}, {})
+    for repo in client.get("/api/v1/repos").json():
+        jsonschema.validate(repo, root, cls=jsonschema.Draft202012Validator)
+        assert set(repo) <= set(repo_schema["properties"])
+    params = {p["name"] for p in spec["paths"]["/api/v1/resources"]["get"]["parameters"]}
+    assert {"label", "commit", "q"} <= params
