@@ -221,11 +221,29 @@ def build_parser() -> argparse.ArgumentParser:
                     "from the JSON Schemas, so that Kubernetes tools can validate manifests.",
                     "  nodus-gitops crds | kubectl apply -f -")
     p.set_defaults(func="cmd_crds")
+
+    p = _subcommand(sub, "completion", "print the shell completion script for bash, zsh or "
+                    "fish",
+                    "Print a script that completes commands, flags, their values, kinds and\n"
+                    "resource names (from the state) as you type. Load it in the shell's\n"
+                    "start-up file, or save it where the shell looks for completions.",
+                    "  source <(nodus-gitops completion bash)    # in ~/.bashrc\n"
+                    "  source <(nodus-gitops completion zsh)     # in ~/.zshrc, after "
+                    "compinit\n"
+                    "  nodus-gitops completion fish > ~/.config/fish/completions/"
+                    "nodus-gitops.fish")
+    p.add_argument("shell", choices=["bash", "zsh", "fish"], help="the shell to complete in")
+    p.set_defaults(func="cmd_completion")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     try:
+        if argv[:1] == ["__complete"]:  # what the completion scripts ask, not a command
+            from nodus_gitops.completion import main_complete
+
+            return main_complete(argv[1:])
         args = build_parser().parse_args(argv)
         try:
             code = _command(args.func)(args)

@@ -343,7 +343,7 @@ def _with_children(records: list[InventoryRecord]) -> tuple[list[InventoryRecord
     return jobs + [c.record() for c in children] + rest, {c.key: c for c in children}
 
 
-def _listing(store: Store, target: str | None) -> tuple[list[InventoryRecord], Children]:
+def listing(store: Store, target: str | None) -> tuple[list[InventoryRecord], Children]:
     """What `get TARGET` lists: one kind (the stage and cell Jobs among the Jobs), or
     everything."""
     if target and "/" in target:
@@ -407,7 +407,7 @@ def cmd_get(args: argparse.Namespace) -> int:
     selected = label_selector(args.selector)
     shown: str | None = None
     while True:
-        records, children = _listing(store, args.target)
+        records, children = listing(store, args.target)
         if name and not records and _kind(kind) == "Job":
             _record, child = find_job(store, _job_name(args.target))
             assert child is not None  # not in the inventory: a stage's or a cell's Job
@@ -575,6 +575,13 @@ def cmd_cp(args: argparse.Namespace) -> int:
     except _Lacks:
         return EXIT_PROBLEMS
     print(f"{path}: {size} bytes, sha256 {digest[:12]}")
+    return EXIT_OK
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    from nodus_gitops.completion import script
+
+    sys.stdout.write(script(args.shell))
     return EXIT_OK
 
 
