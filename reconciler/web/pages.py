@@ -65,17 +65,17 @@ def _budget(b: dict[str, Any]) -> Safe:
                class_="bad" if over else None, data_field="budget")
 
 
-def _status(b: dict[str, Any]) -> Safe:
-    """The sync status and the health, each as a word with its reason beside it."""
-    sync, health = b["syncStatus"], b["healthReason"]
-    return tag(
-        "p",
-        tag("span", sync, class_=f"sync-status sync-{sync.lower()}", data_field="syncStatus"),
-        " ", tag("span", b["syncReason"], class_="reason", data_field="syncReason"), " ",
-        tag("span", b["health"], class_=f"health health-{b['health'].lower()}",
-            data_field="health"),
-        " ", tag("span", health, class_="reason", data_field="healthReason"),
-        class_="status")
+def _status(b: dict[str, Any]) -> list[tuple[str, Safe]]:
+    """The sync status and the health: each a word, and beside it why."""
+    sync, health = b["syncStatus"], b["health"]
+    return [
+        ("Sync status", tag("span", tag("strong", sync, class_=f"sync-status sync-{sync.lower()}",
+                                        data_field="syncStatus"),
+                            " — ", tag("span", b["syncReason"], data_field="syncReason"))),
+        ("Health", tag("span", tag("strong", health, class_=f"health health-{health.lower()}",
+                                   data_field="health"),
+                       " — ", tag("span", b["healthReason"], data_field="healthReason"))),
+    ]
 
 
 def overview_card(b: dict[str, Any]) -> Safe:
@@ -84,6 +84,7 @@ def overview_card(b: dict[str, Any]) -> Safe:
     problem = bool(b["lastError"]) or b["syncStatus"] in PROBLEM_SYNC or \
         b["health"] == "Degraded"
     facts = [
+        *_status(b),
         ("Head commit", _commit(b, "headCommit")),
         ("Applied commit", _commit(b, "appliedCommit")),
         ("Last sync", tag("span", result_badge(last.get("result")), " ",
@@ -106,7 +107,7 @@ def overview_card(b: dict[str, Any]) -> Safe:
                 tag("a", "history", href=with_query("/history", {"repo": binding})),
                 class_="links")
     return tag("section", tag("h2", tag("a", binding, href=path("repos", binding))),
-               _status(b), definition_list(facts), tag("h3", "Resources by phase"),
+               definition_list(facts), tag("h3", "Resources by phase"),
                _phase_counts(binding, b["phases"]), links,
                class_="card" + (" problem" if problem else ""), data_binding=binding)
 

@@ -1,0 +1,110 @@
+"""The Overview and the resources search in a real browser (Debian's Chromium driven by
+Playwright): each binding's status in words, its commits as Git has them, and a search
+made with the keyboard alone, kept in the URL. Screenshots land in tests/web/artifacts/."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+pytestmark = [
+    pytest.mark.skipif(not CHROMIUM.exists(),
+                       reason="browser tests need Debian's chromium: apt-get install chromium"),
+    pytest.mark.filterwarnings("ignore:Session-scoped fixtures defined as instance methods"),
+]
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+pytest.importorskip("pytest_playwright", reason="pip install pytest-playwright")
+
+from tests.web.conftest import serve  # noqa: E402
+from tests.web.seed import SHA2, XSS_SCRIPT, Seeded, seed  # noqa: E402
+
+expect = sync_api.expect
+ARTIFACTS = Path(__file__).parent / "artifacts"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run",
+                 "--disable-quic"]
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
+    return {**browser_type_launch_args, "executable_path": str(CHROMIUM), "args": CHROMIUM_ARGS}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Seeded]]:
+    s = seed(tmp_path_factory.mktemp("overview") / "state")
+    url, stop = serve(s)
+    yield url, s
+    stop()  # type: ignore[operator]
+    s.store.close()
+
+
+@pytest.fixture
+def site_page(page: Any) -> Iterator[Any]:
+    """A page that fails its test on any dialog or console error."""
+    page.dialogs, page.errors = [], []
+    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.set_default_timeout(8000)
+    yield page
+    assert page.dialogs == []
+    assert page.errors == []
+
+
+def test_each_binding_says_its_state_in_words(site: tuple[str, Seeded],
+                                             site_page: Any) -> None:
+    url, _ = site
+    site_page.goto(url + "/")
+    ml = site_page.locator('section[data-binding="ml-team"]')
+    expect(ml.locator('[data-field="syncStatus"]')).to_have_text("Blocked")
+    expect(ml.locator('[data-field="health"]')).to_have_text("Degraded")
+    expect(ml.locator('[data-field="healthReason"]')).to_have_text("2 Failed of 4 resources")
+    head = ml.locator('[data-field="headCommit"]')
+    expect(head).to_contain_text(f"Add bad.yaml {XSS_SCRIPT}")  # as text, never markup
+    expect(head).to_contain_text("Grace Hopper")
+    expect(head.locator("code")).to_have_attribute("title", SHA2)
+    expect(ml.locator('[data-field="appliedCommit"]')).to_contain_text("Ada Lovelace")
+    expect(ml.locator('[data-field="budget"]')).to_contain_text("$4.6867 left of $5 per month")
+    ops = site_page.locator('section[data-binding="ops"]')
+    expect(ops.locator('[data-field="syncStatus"]')).to_have_text("OutOfSync")
+    expect(ops.locator('[data-field="budget"]')).to_have_text("no budget")
+    expect(ops.locator('[data-field="headCommit"] a')).to_have_attribute(
+        "href", "https://gitlab.com/acme/ops/-/commit/fedcba9876543210fedcba9876543210fedcba98")
+    expect(ml.get_by_role("link", name="ml-team")).to_have_attribute("href", "/repos/ml-team")
+    ARTIFACTS.mkdir(exist_ok=True)
+    site_page.screenshot(path=str(ARTIFACTS / "overview-status.png"), full_page=True)
+    assert site_page.locator("main script, main img").count() == 0
+
+
+def test_a_search_made_with_the_keyboard_alone(site: tuple[str, Seeded],
+                                               site_page: Any) -> None:
+    url, _ = site
+    site_page.goto(url + "/resources")
+    expect(site_page.locator("table.resources tbody tr")).to_have_count(6)
+    for _ in range(20):  # Tab from the top of the page to the search box
+        site_page.keyboard.press("Tab")
+        if site_page.evaluate("document.activeElement.name") == "q":
+            break
+    else:
+        pytest.fail("the search box is not reachable with Tab")
+    site_page.keyboard.type("team=ml phase:Failed")
+    site_page.keyboard.press("Enter")
+    site_page.wait_for_url("**/resources?q=*")
+    rows = site_page.locator("table.resources tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("batch-size")
+    # The search stays: in the box as words, in the filters as fields, in the sort links.
+    expect(site_page.locator("input[name=q]")).to_have_value("phase:Failed team=ml")
+    expect(site_page.locator("input[name=label]")).to_have_value("team=ml")
+    site_page.get_by_role("link", name="Name").click()
+    site_page.wait_for_url("**sort=name*")
+    assert "label=team%3Dml" in site_page.url and "phase=Failed" in site_page.url
+    expect(site_page.locator("table.resources tbody tr")).to_have_count(1)
+    site_page.reload()  # the URL alone holds the search
+    expect(site_page.locator("input[name=q]")).to_have_value("phase:Failed team=ml")
+    site_page.screenshot(path=str(ARTIFACTS / "resources-search.png"), full_page=True)
