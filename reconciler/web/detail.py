@@ -330,11 +330,14 @@ def _job(service: Service, r: InventoryRecord, status: dict[str, Any]) -> list[S
                                                         class_="num"),
                 tag("td", tag("code", o.get("sha256"), class_="sha")))
             for name, o in outputs.items() if isinstance(o, dict)]
-    return [tag("h2", "Runs"), definition_list(runs), tag("h2", "Outputs"),
-            table(["Name", "Path", "Type", "Size", "SHA-256"], rows, class_="outputs")
-            if rows else tag("p", "none stored (outputs are stored when the Job succeeds)",
-                             class_="muted"),
-            tag("h2", "Logs"), *_log_blocks(service, r, r.key.name)]
+    return [tag("h2", "Runs"), tag("div", definition_list(runs), data_live="runs"),
+            tag("h2", "Outputs"),
+            tag("div", table(["Name", "Path", "Type", "Size", "SHA-256"], rows,
+                             class_="outputs")
+                if rows else tag("p", "none stored (outputs are stored when the Job succeeds)",
+                                 class_="muted"), data_live="outputs"),
+            tag("h2", "Logs"), tag("div", *_log_blocks(service, r, r.key.name),
+                                   data_live="logs")]
 
 
 def resource_page(service: Service, kind: str, project: str, name: str) -> tuple[int, bytes]:
@@ -372,18 +375,18 @@ def resource_page(service: Service, kind: str, project: str, name: str) -> tuple
                                      else None)))
     if r.deleted:
         facts.append(("Gone", "the backend no longer has it (finished and removed)"))
-    body: list[Any] = [definition_list(facts)]
+    body: list[Any] = [tag("div", definition_list(facts), data_live="facts")]
     if kind == "Pipeline":
         body += _pipeline(r, status)
     elif kind == "Sweep":
         body += _sweep(r, status)
     else:
         body += _job(service, r, status)
-    body += [tag("h2", "Conditions"), _conditions(status),
-             tag("h2", "Events"), _events(found.events),
+    body += [tag("h2", "Conditions"), tag("div", _conditions(status), data_live="conditions"),
+             tag("h2", "Events"), tag("div", _events(found.events), data_live="events"),
              tag("h2", "Manifest"), *_manifest(
                  service, r, repo_url, found.child.parent.key if found.child else None),
-             tag("details", tag("summary", "Status"), _yaml(status))]
+             tag("details", tag("summary", "Status"), _yaml(status), data_live="status")]
     title = f"{kind} {name}"
     return 200, layout(title, body, active="resources", page=f"resource {kind.lower()}",
                        poll=_api(r), generated=now_text())
@@ -428,5 +431,6 @@ def logs_page(service: Service, kind: str, project: str, name: str,
         return 404, layout("Not found", tag("p", f"No Job {job or name} of {kind}/{name}."))
     job = job or name
     back = tag("p", tag("a", f"← {kind} {name}", href=path("resources", kind, project, name)))
-    return 200, layout(f"Logs of {job}", [back, *_log_blocks(service, r, job)],
+    blocks = tag("div", *_log_blocks(service, r, job), data_live="logs")
+    return 200, layout(f"Logs of {job}", [back, blocks],
                        active="resources", page="logs", poll=_api(r), generated=now_text())

@@ -22,6 +22,7 @@ sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwr
 pytest.importorskip("pytest_playwright", reason="pip install pytest-playwright")
 
 import httpx  # noqa: E402
+from nodus_gitops.floor.identity import ResourceKey  # noqa: E402
 
 from tests.web.conftest import serve  # noqa: E402
 from tests.web.seed import PROJECT, SHA1, Seeded, seed  # noqa: E402
@@ -107,6 +108,36 @@ def test_the_sweep_chart_fills_the_page_width_beside_its_table(
     # The page itself never scrolls sideways.
     assert site_page.evaluate("document.documentElement.scrollWidth") <= width + 1
     shot(site_page, name)
+
+
+def test_a_stage_s_progress_shows_without_a_reload(tmp_path: Path, site_page: Any) -> None:
+    s = seed(tmp_path / "state")
+    url, stop = serve(s)
+    try:
+        site_page.goto(url + PIPELINE)
+        site_page.evaluate("window.__notReloaded = true")
+        row = site_page.locator('table.stages tr[data-stage="train"]')
+        expect(row.locator('[data-field="phase"]')).to_have_text("Running")
+        expect(row.locator('[data-field="running"] .duration[data-running]')).to_have_count(1)
+        key = ResourceKey("Pipeline", PROJECT, "train-eval")
+        record = s.store.get_resource(key)
+        assert record is not None
+        stages = [dict(st, phase="Succeeded", completionTime="2025-01-02T03:15:06Z",
+                       costUSD="0.004") if st["name"] == "train" else st
+                  for st in record.status["stages"]]
+        s.store.update_status(key, "Running", None, None, None,
+                              {**record.status, "stages": stages}, "0.05")
+        expect(row.locator('[data-field="running"]')).to_have_text("10m 00s", timeout=8000)
+        expect(row.locator('[data-field="phase"]')).to_have_text("Succeeded")
+        node = site_page.locator('svg.pipeline-graph g[data-stage="train"]')
+        expect(node).to_have_class("node phase-succeeded")
+        expect(node.locator(".node-cost")).to_have_text("$0.004")
+        expect(site_page.locator('[data-live="facts"] [data-field="cost"]')).to_have_text(
+            "$0.05")
+        assert site_page.evaluate("window.__notReloaded") is True
+    finally:
+        stop()  # type: ignore[operator]
+        s.store.close()
 
 
 def test_a_manifest_line_is_a_link_of_its_own(site: tuple[str, Seeded],

@@ -163,7 +163,11 @@ def test_a_manifest_whose_file_cannot_be_read_is_shown_as_stored_and_said_so(
 
 
 def test_the_lists_that_change_are_marked_live_once_each(client: httpx.Client) -> None:
-    for page, expected in ((PIPELINE, {"stage-graph", "stages"}),
-                           (SWEEP, {"cells", "sweep-chart", "sweep-chart-data"})):
+    common = {"facts", "conditions", "events", "status"}
+    for page, expected in ((PIPELINE, {"stage-graph", "stages", *common}),
+                           (SWEEP, {"cells", "sweep-chart", "sweep-chart-data", *common}),
+                           (f"/resources/Job/{PROJECT}/hello",
+                            {"runs", "outputs", "logs", *common}),
+                           (f"{PIPELINE}/logs?job=train-eval-train", {"logs"})):
         ids = re.findall(r'data-live="([^"]+)"', client.get(page).text)
         assert len(ids) == len(set(ids)) and set(ids) >= expected, ids
