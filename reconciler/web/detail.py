@@ -1,9 +1,12 @@
-"""The page of one resource: its phase, reason and fix, source file and commit, manifest
-(secret-looking values masked), status, conditions and events; for a Job its attempts,
-outputs and log tails; for a Pipeline the stage graph and table; for a Sweep the cells,
-the best cells and the cost/throughput chart, each stage and cell linked to its Job's
-page (a stage's or a cell's Job has one, with its parent). Also the log page of a stage
-or cell Job."""
+"""The page of one resource: its phase, reason and fix, how long it waited, ran and took
+(`Timing`), its source file and commit, its manifest as the file's own text at that
+commit (source_view.py; the stored copy, said to be, when the file cannot be read), its
+status, conditions and events, secret-looking values masked throughout; for a Job its
+attempts, outputs and log tails; for a Pipeline the stage graph (boxes linking to the
+stage Jobs) and the stage table with each stage's durations; for a Sweep the cells, the
+best cells, and the cost/throughput chart with a table of its points. Each stage and cell
+links to its Job's page (a stage's or a cell's Job has one, with its parent). Also the
+log page of a stage or cell Job. What changes while a page is open is marked data-live."""
 
 from __future__ import annotations
 
