@@ -155,8 +155,7 @@ def budget_object(store: Any, budget: Budget | None) -> dict[str, Any] | None:
 def binding_object(service: Service, record: BindingRecord | None, binding_id: str,
                    counts: dict[str, int], cost: Any,
                    last: SyncRecord | None, *, head_sync: SyncRecord | None = None,
-                   live: dict[str, int] | None = None,
-                   spend: Decimal | None = None) -> dict[str, Any]:
+                   live: dict[str, int] | None = None) -> dict[str, Any]:
     sync = service.syncs.get(binding_id)
     url = record.url if record else (sync.binding.url if sync else None)
     shown_url = url_without_userinfo(url) if url else None
@@ -193,7 +192,7 @@ def binding_object(service: Service, record: BindingRecord | None, binding_id: s
         "healthReason": rolled.reason,
         "headCommit": commit_object(shown_url, head, head_info),
         "appliedCommit": commit_object(shown_url, applied, applied_info),
-        "spendUSD": usd(spend if spend is not None else Decimal(str(cost))),
+        "spendUSD": usd(Decimal(str(cost))),  # every resource's cost recorded, deleted too
         "budget": budget,
         "budgetLeftUSD": budget["leftUSD"] if budget else None,
     }
@@ -207,12 +206,11 @@ def repos(service: Service) -> list[dict[str, Any]]:
     totals = queries.totals(store)
     counts, costs = totals.phases_by_binding(), totals.cost_by_binding()
     live = overview_queries.live_phases(store)
-    spend = overview_queries.spend_by_binding(store)
     heads = {b: records[b].last_seen_commit if b in records else None for b in service.syncs}
     head_syncs = overview_queries.head_syncs(store, heads)
     return [binding_object(service, records.get(b), b, counts.get(b, {}), costs.get(b, 0),
                            store.last_sync(b), head_sync=head_syncs.get(b),
-                           live=live.get(b, {}), spend=spend.get(b, Decimal(0)))
+                           live=live.get(b, {}))
             for b in service.syncs]
 
 

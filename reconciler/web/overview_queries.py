@@ -175,14 +175,6 @@ def _exact_cost() -> Any:
     return func.sum(cast(_R.c.cost_usd, Numeric(20, 6)))
 
 
-def spend_by_binding(store: Store) -> dict[str, Decimal]:
-    """The cost recorded of every resource of each binding (deleted ones included: their
-    runs were paid for), summed in SQL."""
-    query = select(_R.c.binding_id, _exact_cost()).group_by(_R.c.binding_id)
-    with store._engine.connect() as conn:
-        return {b: _decimal(c).quantize(Decimal("0.000001")) for b, c in conn.execute(query)}
-
-
 def budget_spent(store: Store, budget: Budget, now: datetime) -> tuple[datetime, Decimal]:
     """The start of `budget`'s current period and what its project spent in it, counted
     as `spending.counts_in_period` counts (a finished run in the period it finished, one
