@@ -201,6 +201,45 @@ def test_a_new_resource_appears_without_reload(fresh_site: tuple[str, Seeded],
     assert site_page.evaluate("window.__notReloaded") is True
 
 
+def test_a_refresh_keeps_the_readers_place(fresh_site: tuple[str, Seeded],
+                                           site_page: Any) -> None:
+    url, s = fresh_site
+    site_page.set_viewport_size({"width": 1000, "height": 400})
+    site_page.goto(url + "/history")
+    site_page.evaluate("window.scrollTo(0, 300)")
+    assert site_page.evaluate("window.scrollY") == 300
+    sync = s.store.start_sync("ml-team", SHA1)
+    s.store.finish_sync(sync, "applied", "arrived while reading", {"actions": []}, {})
+    expect(site_page.locator(f'section[data-sync="{sync}"]')).to_be_attached(timeout=8000)
+    assert site_page.evaluate("window.scrollY") == 300
+
+
+def test_a_refresh_keeps_what_the_reader_focused_and_opened(fresh_site: tuple[str, Seeded],
+                                                            site_page: Any) -> None:
+    url, s = fresh_site
+    site_page.goto(url + "/history")
+    card = site_page.locator("section[data-sync]").nth(1)
+    reading = card.get_attribute("data-sync")
+    link = card.locator("a[href]").last
+    href = link.get_attribute("href")
+    link.focus()  # the reader is on a link in the second sync's card
+    sync = s.store.start_sync("ml-team", SHA1)  # and a sync above it arrives
+    s.store.finish_sync(sync, "applied", "arrived while reading", {"actions": []}, {})
+    expect(site_page.locator(f'section[data-sync="{sync}"]')).to_be_attached(timeout=8000)
+    focused = """() => [document.activeElement.getAttribute('href'),
+                        document.activeElement.closest('section[data-sync]').dataset.sync]"""
+    assert site_page.evaluate(focused) == [href, reading]
+
+    site_page.goto(f"{url}/resources/Job/{PROJECT}/hello")
+    status = site_page.locator("details[data-live=status]")
+    status.locator("summary").click()  # the reader opens the status
+    s.store.update_status(ResourceKey("Job", PROJECT, "hello"), "Failed", "OOMKilled", "oom",
+                          "more memory", {"completedIndexes": "0-1", "marker": "fresh"}, "0.5")
+    expect(status).to_contain_text("marker: fresh", timeout=8000)
+    assert status.evaluate("d => d.open") is True
+    assert site_page.evaluate("document.activeElement.textContent") == "Status"
+
+
 def test_the_as_of_line_follows_each_refresh(site: tuple[str, Seeded], site_page: Any) -> None:
     url, _ = site
     site_page.goto(url + "/")

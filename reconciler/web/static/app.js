@@ -67,10 +67,24 @@
 
   /* -- carrying focus and scroll over to a replacement ------------------------------ */
 
+  // Where an element is inside a live element, as steps from it that survive rows coming
+  // and going: a child that names itself (a row's data-key, a sync's data-sync, ...) is
+  // found by that name, any other by its place among its siblings.
+  var NAMES = ["id", "data-key", "data-sync", "data-binding", "data-stage", "data-cell"];
+
   function pathFrom(root, el) {
     var path = [];
     while (el && el !== root) {
-      path.unshift(Array.prototype.indexOf.call(el.parentNode.children, el));
+      var step = { index: Array.prototype.indexOf.call(el.parentNode.children, el),
+        tag: el.tagName };
+      for (var i = 0; i < NAMES.length; i += 1) {
+        if (el.hasAttribute(NAMES[i])) {
+          step.name = NAMES[i];
+          step.value = el.getAttribute(NAMES[i]);
+          break;
+        }
+      }
+      path.unshift(step);
       el = el.parentNode;
     }
     return path;
@@ -78,13 +92,25 @@
 
   function atPath(root, path) {
     var el = root;
-    for (var i = 0; el && i < path.length; i += 1) { el = el.children[path[i]]; }
-    return el || null;
+    for (var i = 0; el && i < path.length; i += 1) {
+      var step = path[i];
+      if (step.name) {
+        el = Array.prototype.find.call(el.children, function (child) {
+          return child.getAttribute(step.name) === step.value;
+        }) || null;
+      } else {
+        el = el.children[step.index] || null;
+        if (el && el.tagName !== step.tag) { el = null; }
+      }
+    }
+    return el;
   }
 
   function counterpart(root, el, path) {
-    // The element standing for `el` in the replacement `root`: by id, by link target,
-    // by form name, else the one of the same tag at the same place.
+    // The element standing for `el` in the replacement `root`: at the same place (see
+    // pathFrom), else by id, link target or form name.
+    var placed = atPath(root, path);
+    if (placed) { return placed; }
     var selectors = [];
     if (el.id) { selectors.push("#" + CSS.escape(el.id)); }
     ["href", "name"].forEach(function (attr) {
@@ -95,8 +121,7 @@
       var found = root.querySelector(selectors[i]);
       if (found) { return found; }
     }
-    var placed = atPath(root, path);
-    return placed && placed.tagName === el.tagName ? placed : null;
+    return null;
   }
 
   function carryFocus(old, fresh) {
@@ -123,9 +148,9 @@
           atEnd: el.scrollTop + el.clientHeight >= el.scrollHeight - 4 });
       }
     });
-    var details = Array.prototype.map.call(old.querySelectorAll("details"), function (d) {
-      return { path: pathFrom(old, d), open: d.open };
-    });
+    var details = [old].concat(Array.prototype.slice.call(old.querySelectorAll("details")))
+      .filter(function (d) { return d.tagName === "DETAILS"; })
+      .map(function (d) { return { path: pathFrom(old, d), open: d.open }; });
     return function (fresh) {
       kept.forEach(function (k) {
         var el = atPath(fresh, k.path);
@@ -147,7 +172,6 @@
     Array.prototype.forEach.call(doc.querySelectorAll("[data-live]"), function (el) {
       fresh[el.getAttribute("data-live")] = el;
     });
-    var x = window.scrollX, y = window.scrollY;
     Array.prototype.forEach.call(document.querySelectorAll("[data-live]"), function (old) {
       var next = fresh[old.getAttribute("data-live")];
       if (!old.isConnected || !next) { return; }  // inside a replaced one, or not on the page
@@ -162,7 +186,6 @@
       restoreScroll(node);
       restoreFocus();
     });
-    if (window.scrollX !== x || window.scrollY !== y) { window.scrollTo(x, y); }
   }
 
   /* -- reading the page again, and saying when that fails --------------------------- */
