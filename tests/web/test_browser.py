@@ -240,6 +240,22 @@ def test_a_refresh_keeps_what_the_reader_focused_and_opened(fresh_site: tuple[st
     assert site_page.evaluate("document.activeElement.textContent") == "Status"
 
 
+LIVE_PAGES = ("/", "/resources", "/history", f"/resources/Job/{PROJECT}/hello",
+              f"/resources/Pipeline/{PROJECT}/train-eval",
+              f"/resources/Sweep/{PROJECT}/batch-size")
+
+
+def test_each_live_element_is_named_once_per_page(site: tuple[str, Seeded],
+                                                  site_page: Any) -> None:
+    url, _ = site
+    for where in LIVE_PAGES:
+        site_page.goto(url + where)
+        ids = site_page.locator("[data-live]").evaluate_all(
+            "els => els.map(e => e.dataset.live)")
+        assert "as-of" in ids and len(ids) > 1, (where, ids)  # the page's lists, and when
+        assert len(ids) == len(set(ids)), (where, ids)  # a refresh could not tell two apart
+
+
 def test_the_as_of_line_follows_each_refresh(site: tuple[str, Seeded], site_page: Any) -> None:
     url, _ = site
     site_page.goto(url + "/")
