@@ -1,69 +1,101 @@
-"""The History page: every sync with its plan and the checks posted for its commit."""
+"""The History page: every sync, newest first, fifty a page, filtered by binding, result
+and commit (the filters in the URL). Each sync says what happened, its problems and the
+checks posted for its commit, and links to its own page (sync_page.py) with the plan."""
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 from nodus_gitops.floor.redaction import url_without_userinfo
-from nodus_gitops.web.format import BAD_RESULTS, commit_link, now_text, result_badge, when
-from nodus_gitops.web.html import Safe, definition_list, layout, table, tag, with_query
+from nodus_gitops.floor.results import counts_text
+from nodus_gitops.web import sync_queries
+from nodus_gitops.web.format import BAD_RESULTS, commit_link, duration, now_text, result_badge, when
+from nodus_gitops.web.html import Safe, definition_list, layout, path, tag, with_query
+from nodus_gitops.web.sync_page import check_list, problem_list
+from nodus_gitops.web.sync_queries import SyncQuery, SyncRow
 
 if TYPE_CHECKING:
     from nodus_gitops.service import Service
+    from nodus_gitops.state.records import CheckRecordValue
+
+PROBLEMS_SHOWN = 10  # per sync on this page; its own page lists them all
 
 
-def _change(c: dict[str, Any]) -> Safe:
-    return tag("li", tag("code", c.get("path")), ": ",
-               tag("code", json.dumps(c.get("old"), default=str)), " → ",
-               tag("code", json.dumps(c.get("new"), default=str)))
+def _select(name: str, label: str, values: list[str], chosen: list[str]) -> Safe:
+    options = [tag("option", "any", value="")]
+    options += [tag("option", v, value=v, selected=v in chosen) for v in values]
+    return tag("label", label, " ", tag("select", *options, name=name))
 
 
-def _plan(plan: dict[str, Any]) -> Safe:
-    actions = [a for a in plan.get("actions") or []
-               if a.get("action") != "noop" or a.get("reason")]
-    rows = []
-    for a in actions:
-        changes = [_change(c) for c in a.get("changes") or []]
-        rows.append(tag(
-            "tr",
-            tag("td", tag("span", a.get("action"), class_=f"action action-{a.get('action')}")),
-            tag("td", f"{a.get('kind')}/{a.get('name')}"),
-            tag("td", tag("code", a.get("file"))),
-            tag("td", a.get("reason") or "", tag("ul", *changes) if changes else "")))
-    problems = [tag("li", f"{p.get('file')}:{p.get('line')}: {p.get('message')}",
-                    class_="error") for p in plan.get("problems") or []]
-    table_or_none = (table(["Action", "Resource", "File", "Detail"], rows, class_="plan")
-                     if rows else tag("p", "no changes", class_="muted"))
-    return Safe((tag("ul", *problems, class_="problems") if problems else "") + table_or_none)
+def _filters(q: SyncQuery, bindings: list[str]) -> Safe:
+    return tag(
+        "form",
+        _select("repo", "Repo", bindings, [q.repo] if q.repo else []),
+        _select("result", "Result", list(sync_queries.RESULTS), list(q.result)),
+        tag("label", "Commit", " ", tag("input", type="search", name="commit",
+                                        value=q.commit or "", placeholder="sha prefix",
+                                        pattern="[0-9a-fA-F]+", autocomplete="off")),
+        tag("button", "Filter", type="submit"),
+        tag("a", "clear", href="/history"),
+        method="get", action="/history", class_="filters", data_autosubmit=True)
 
 
-def history(service: Service, params: dict[str, list[str]]) -> bytes:
-    repo = (params.get("repo") or [None])[-1] or None
-    syncs = service.store.list_syncs(repo, limit=100)
-    urls = {b.id: url_without_userinfo(b.url) for b in service.store.list_bindings()}
-    items = []
-    for s in syncs:
-        checks = service.store.list_checks(commit=s.commit, binding_id=s.binding_id)
-        summary = ", ".join(f"{n} {k}" for k, n in (s.summary or {}).items() if n) or "-"
-        check_rows = [tag("tr", tag("td", c.context), tag("td", result_badge(c.state, None)),
-                          tag("td", c.target), tag("td", c.summary), tag("td", when(c.posted_at)))
-                      for c in checks]
-        items.append(tag(
-            "section",
-            tag("h2", f"#{s.id} ", s.binding_id, " @ ", commit_link(urls.get(s.binding_id),
-                                                                    s.commit), " ",
-                result_badge(s.result)),
-            definition_list([("Started", when(s.started_at)), ("Finished", when(s.finished_at)),
-                             ("Message", s.message or "-"), ("Summary", summary)]),
-            tag("details", tag("summary", "Plan"), _plan(s.plan or {}),
-                open=s.result in BAD_RESULTS),
-            tag("h3", "Checks posted for this commit"),
-            table(["Context", "State", "Target", "Summary", "Posted"], check_rows,
-                  class_="checks") if check_rows else tag("p", "none", class_="muted"),
-            class_="sync card" + (" problem" if s.result in BAD_RESULTS else ""),
-            data_sync=s.id))
-    if not items:
-        items.append(tag("p", "No syncs yet.", class_="muted"))
-    poll = with_query("/api/v1/syncs", {"repo": repo, "limit": 100})
-    return layout("History", items, active="history", poll=poll, generated=now_text())
+def _pager(q: SyncQuery, total: int) -> Safe:
+    pages = max(1, -(-total // q.page_size))
+    noun = "sync" if total == 1 else "syncs"
+    nav = [tag("span", f"{total} {noun} · page {q.page} of {pages}", data_field="total")]
+    if q.page > 1:
+        nav.insert(0, tag("a", "‹ previous", href=with_query("/history", q.params(
+            page=q.page - 1 if q.page > 2 else None)), rel="prev"))
+    if q.page < pages:
+        nav.append(tag("a", "next ›", href=with_query("/history", q.params(page=q.page + 1)),
+                       rel="next"))
+    return tag("nav", *nav, class_="pager")
+
+
+def _sync_card(s: SyncRow, repo_url: str | None, checks: list[CheckRecordValue]) -> Safe:
+    bad = s.result in BAD_RESULTS
+    counts = {k: n for k, n in (s.summary or {}).items() if isinstance(n, int)}
+    facts: list[tuple[str, Any]] = [
+        ("Started", when(s.started_at)), ("Duration", duration(s.started_at, s.finished_at)),
+        ("Message", s.message or "-"),
+    ]
+    if counts and counts_text(counts) != s.message:
+        facts.append(("Changes", counts_text(counts)))
+    more = len(s.problems) - PROBLEMS_SHOWN
+    parts = [
+        tag("h2", tag("a", f"#{s.id}", href=path("syncs", str(s.id))), " ", s.binding_id,
+            " @ ", commit_link(repo_url, s.commit), " ", result_badge(s.result)),
+        definition_list(facts),
+    ]
+    if s.problems:
+        parts.append(problem_list(s.binding_id, s.commit, s.problems[:PROBLEMS_SHOWN]))
+        if more > 0:
+            parts.append(tag("p", tag("a", f"and {more} more problems",
+                                      href=path("syncs", str(s.id)))))
+    if checks:
+        parts += [tag("h3", "Checks posted for this commit"), check_list(checks, fold=True)]
+    return tag("section", *parts, class_="sync card" + (" problem" if bad else ""),
+               data_sync=s.id)
+
+
+def history(service: Service, params: dict[str, list[str]]) -> bytes | tuple[int, bytes]:
+    try:
+        q = SyncQuery.from_params(params)
+    except ValueError as exc:
+        return 400, layout("History", tag("p", str(exc), class_="error"), active="history")
+    store = service.store
+    bindings = store.list_bindings()
+    urls = {b.id: url_without_userinfo(b.url) for b in bindings}
+    syncs, total = sync_queries.syncs_page(store, q)
+    checks = sync_queries.checks_of(store, syncs)
+    cards = [_sync_card(s, urls.get(s.binding_id), checks.get((s.binding_id, s.commit), []))
+             for s in syncs]
+    if not cards:
+        filtered = q.repo or q.result or q.commit
+        cards.append(tag("p", "No syncs match these filters." if filtered else "No syncs yet.",
+                         class_="muted"))
+    body = [_filters(q, sorted(set(urls) | set(service.syncs))), _pager(q, total),
+            tag("div", *cards, class_="syncs", data_live="history-rows"), _pager(q, total)]
+    poll = with_query("/api/v1/syncs", {"repo": q.repo, "limit": q.page_size})
+    return layout("History", body, active="history", poll=poll, generated=now_text())
