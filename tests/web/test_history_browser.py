@@ -1,0 +1,132 @@
+"""History and a sync's page in a real browser (Debian's Chromium driven by Playwright):
+paging through syncs, filtering them, opening one, and its plan's diff; planted markup
+never runs. Screenshots land in tests/web/artifacts/. Skipped only when /usr/bin/chromium
+is missing."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.web.test_browser import CHROMIUM, CHROMIUM_ARGS, shot
+
+pytestmark = [
+    pytest.mark.skipif(not CHROMIUM.exists(),
+                       reason="browser tests need Debian's chromium: apt-get install chromium"),
+    pytest.mark.filterwarnings("ignore:Session-scoped fixtures defined as instance methods"),
+]
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
+pytest.importorskip("pytest_playwright", reason="pip install pytest-playwright")
+
+from nodus_gitops.web import routes  # noqa: E402
+from nodus_gitops.web.sync_page import sync_page  # noqa: E402
+
+from tests.web.conftest import serve  # noqa: E402
+from tests.web.seed import SHA2, XSS_IMG, XSS_SCRIPT, Seeded, seed  # noqa: E402
+from tests.web.test_sync_page import scripted_sync  # noqa: E402
+
+expect = sync_api.expect
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
+    return {**browser_type_launch_args, "executable_path": str(CHROMIUM), "args": CHROMIUM_ARGS}
+
+
+def _with_sync_pages(table: Any) -> Any:
+    """The route table, with `/syncs/<id>` where it does not route that path yet."""
+
+    def wrapped(service: Any) -> list[Any]:
+        entries = table(service)
+        if any(pattern.match("/syncs/1") for pattern, _ in entries):
+            return entries
+        page = re.compile(r"^/syncs/(\d{1,18})$")
+        return [*entries, (page, lambda p, i: routes._html(sync_page(service, i)))]
+
+    return wrapped
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Seeded, int]]:
+    s = seed(tmp_path_factory.mktemp("history") / "state")
+    for i in range(60):
+        sync_id = s.store.start_sync("ops", f"0badc0de{i:032x}")
+        s.store.finish_sync(sync_id, "error", f"fetch failed {i}",
+                            {"commit": "x", "actions": [], "problems": []}, {})
+    scripted = scripted_sync(s)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(routes, "table", _with_sync_pages(routes.table))
+        url, stop = serve(s)
+    yield url, s, scripted
+    stop()  # type: ignore[operator]
+    s.store.close()
+
+
+@pytest.fixture
+def site_page(page: Any) -> Iterator[Any]:
+    """A page that records dialogs and console errors; the test fails on either."""
+    page.dialogs, page.errors = [], []
+    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
+    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: page.errors.append(str(e)))
+    page.set_default_timeout(8000)
+    yield page
+    assert page.dialogs == []
+    assert page.errors == []
+
+
+def test_history_pages_filters_and_opens_a_sync(site: tuple[str, Seeded, int],
+                                                site_page: Any) -> None:
+    url, _, scripted = site
+    rows = site_page.locator('[data-live="history-rows"] section.sync')
+    site_page.goto(url + "/history")
+    expect(rows).to_have_count(50)
+    expect(site_page.locator('[data-field="total"]').first).to_have_text(
+        "63 syncs · page 1 of 2")
+    expect(rows.first).to_have_attribute("data-sync", str(scripted))
+    shot(site_page, "history-paged")
+
+    site_page.locator('a[rel="next"]').first.click()
+    site_page.wait_for_url("**/history?page=2")
+    expect(rows).to_have_count(13)
+    site_page.locator('a[rel="prev"]').first.click()
+    site_page.wait_for_url(lambda u: u.endswith("/history"))
+    expect(rows).to_have_count(50)
+
+    site_page.select_option("select[name=result]", "invalid")  # submits itself
+    site_page.wait_for_url("**/history?*result=invalid*")
+    expect(rows).to_have_count(1)
+    expect(site_page.locator("select[name=result]")).to_have_value("invalid")
+    problem = rows.first.locator("li.problem a")
+    expect(problem).to_have_text("jobs/bad.yaml:3")
+    expect(problem).to_have_attribute("href", f"/repos/ml-team/files/{SHA2}/jobs/bad.yaml#L3")
+    expect(rows.first.locator("li.problem")).to_contain_text(f"unknown field {XSS_IMG}")
+    expect(rows.first.locator(".markdown")).to_contain_text(f"1 problem {XSS_SCRIPT}")
+
+    site_page.select_option("select[name=result]", "")
+    site_page.wait_for_url(lambda u: "result=" not in u or "result=&" in u
+                           or u.endswith("result="))
+    site_page.fill("input[name=commit]", "0BADC0DE" + "0" * 31 + "7")
+    site_page.press("input[name=commit]", "Enter")
+    site_page.wait_for_url("**commit=0BADC0DE*")  # as typed; the page reads it lowercased
+    expect(rows).to_have_count(1)
+    expect(site_page.locator("input[name=commit]")).to_have_value("0badc0de" + "0" * 31 + "7")
+    expect(rows.first).to_contain_text("fetch failed 7")
+
+    site_page.goto(url + "/history")
+    rows.first.get_by_role("link", name=f"#{scripted}").click()
+    site_page.wait_for_url(f"**/syncs/{scripted}")
+    expect(site_page.locator("h1")).to_have_text(f"Sync #{scripted}")
+    train = site_page.locator('[data-resource="Job/train"]')
+    expect(train.locator(".line.del")).to_have_text("- python train.py --epochs 3\n")
+    expect(train.locator(".line.ins")).to_have_text(
+        f"+ python train.py --epochs 5 # {XSS_SCRIPT}\n")
+    expect(site_page.locator("table.applied tbody tr")).to_have_count(4)
+    expect(site_page.locator("table.applied tr.bad")).to_contain_text(
+        f"quota exceeded {XSS_IMG}")
+    assert site_page.locator("main img").count() == 0
+    assert site_page.locator("main script").count() == 0
+    shot(site_page, "sync")
