@@ -246,6 +246,31 @@ def _env_overrides(binding: Binding, environ: Mapping[str, str]) -> Binding:
     return replace(binding, **changes) if changes else binding
 
 
+DASHBOARD_SETTINGS = ("token", "tokenEnv", "basicAuth", "hosts")
+_HOST_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*\.?$",
+                        re.IGNORECASE)
+
+
+def dashboard_settings(raw: Any, where: str) -> dict[str, Any]:
+    """The `dashboard` section: auth (token, tokenEnv, basicAuth; checked by web/auth.py)
+    and `hosts`, the names besides localhost and IP addresses the server answers to (the
+    names a browser reaches it by, behind a proxy or DNS)."""
+    if not raw:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{where}: a mapping ({', '.join(DASHBOARD_SETTINGS)})")
+    refuse_unknown_settings(raw, DASHBOARD_SETTINGS, where)
+    hosts = raw.get("hosts", [])
+    if not isinstance(hosts, list):
+        raise ConfigError(f"{where}.hosts: a list of host names, as a browser's address bar "
+                          "shows them (dash.example.org)")
+    for i, name in enumerate(hosts):
+        if not isinstance(name, str) or not _HOST_NAME.match(name):
+            raise ConfigError(f"{where}.hosts[{i}]: {name!r} is not a host name (give "
+                              "dash.example.org, without scheme, port or path)")
+    return dict(raw)
+
+
 def load_settings(config_file: str | None = None, *, environ: Mapping[str, str] | None = None,
                   overrides: Mapping[str, Any] | None = None,
                   bindings: tuple[Binding, ...] = ()) -> Settings:
@@ -265,7 +290,7 @@ def load_settings(config_file: str | None = None, *, environ: Mapping[str, str] 
         listen=environ.get(f"{ENV_PREFIX}LISTEN") or raw.get("listen", "127.0.0.1:8080"),
         providers=dict(raw.get("providers") or {}),
         checks=dict(raw.get("checks") or {}),
-        dashboard=dict(raw.get("dashboard") or {}),
+        dashboard=dashboard_settings(raw.get("dashboard"), f"{config_file}: dashboard"),
         github_app=github_app,
         budgets=budgets,
     )

@@ -38,3 +38,12 @@ def setup_logging(level: int = logging.INFO) -> None:
     root.setLevel(level)
     root.propagate = False
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    # The HTTP server's loggers (uvicorn's own, and asyncio's under its event loop) write
+    # through the same handler: left alone, their warnings would reach Python's last-resort
+    # handler, as plain text. Their start and stop lines are left out (the service logs
+    # its own).
+    for name in ("uvicorn", "asyncio"):
+        server = logging.getLogger(name)
+        server.handlers[:] = [handler]
+        server.setLevel(logging.WARNING)
+        server.propagate = False
