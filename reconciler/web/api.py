@@ -200,18 +200,20 @@ def binding_object(service: Service, record: BindingRecord | None, binding_id: s
 
 def repos(service: Service) -> list[dict[str, Any]]:
     """Every binding where it stands: a fixed number of queries, whatever the inventory's
-    size (grouped counts and sums, and one lookup of the head commits' syncs)."""
+    size (one grouped scan of the inventory, one lookup of the head commits' syncs)."""
     store = service.store
     records = {b.id: b for b in store.list_bindings()}
-    totals = queries.totals(store)
-    counts, costs = totals.phases_by_binding(), totals.cost_by_binding()
-    live = overview_queries.live_phases(store)
+    totals = overview_queries.binding_totals(store)
+    none = overview_queries.BindingTotals({}, {}, Decimal(0))
     heads = {b: records[b].last_seen_commit if b in records else None for b in service.syncs}
     head_syncs = overview_queries.head_syncs(store, heads)
-    return [binding_object(service, records.get(b), b, counts.get(b, {}), costs.get(b, 0),
-                           store.last_sync(b), head_sync=head_syncs.get(b),
-                           live=live.get(b, {}))
-            for b in service.syncs]
+    out = []
+    for b in service.syncs:
+        t = totals.get(b, none)
+        out.append(binding_object(service, records.get(b), b, t.phases, t.cost,
+                                  store.last_sync(b), head_sync=head_syncs.get(b),
+                                  live=t.live_phases))
+    return out
 
 
 def sync_object(s: SyncRecord, detail: bool = False) -> dict[str, Any]:

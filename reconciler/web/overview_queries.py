@@ -36,6 +36,10 @@ _S: Table = Sync.__table__  # type: ignore[attr-defined]
 UNKNOWN_PHASE = "Unknown"  # a resource whose backend has not reported a phase yet
 
 
+def _exact_cost() -> Any:
+    return func.sum(cast(_R.c.cost_usd, Numeric(20, 6)))
+
+
 # -- sync status -------------------------------------------------------------------------
 
 
@@ -148,17 +152,34 @@ def health(phases: Mapping[str, int]) -> HealthState:
     return HealthState(worst, f"{', '.join(by_health[worst])} of {total} {noun}")
 
 
-def live_phases(store: Store) -> dict[str, dict[str, int]]:
-    """binding -> phase -> how many resources not deleted, in one grouped count."""
-    query = (select(_R.c.binding_id, _R.c.phase, func.count()).where(_R.c.deleted == false())
-             .group_by(_R.c.binding_id, _R.c.phase))
-    out: dict[str, dict[str, int]] = {}
+@dataclass(frozen=True)
+class BindingTotals:
+    """One binding's resources counted by phase (all, and those not deleted) and their
+    cost recorded (deleted ones included: their runs were paid for)."""
+
+    phases: dict[str, int]
+    live_phases: dict[str, int]
+    cost: Decimal
+
+
+def binding_totals(store: Store) -> dict[str, BindingTotals]:
+    """Every binding's counts and cost from one grouped scan of the inventory: its rows
+    are wide (manifest and status JSON come before the phase), so each scan counts."""
+    query = (select(_R.c.binding_id, _R.c.phase, _R.c.deleted, func.count(), _exact_cost())
+             .group_by(_R.c.binding_id, _R.c.phase, _R.c.deleted))
+    found: dict[str, tuple[dict[str, int], dict[str, int], list[Decimal]]] = {}
     with store._engine.connect() as conn:
-        for binding, phase, n in conn.execute(query):
-            counts = out.setdefault(binding, {})
-            key = phase or UNKNOWN_PHASE
-            counts[key] = counts.get(key, 0) + int(n)
-    return out
+        rows = conn.execute(query).all()
+    for binding, phase, deleted, n, cost in rows:
+        every, live, costs = found.setdefault(binding, ({}, {}, []))
+        key = phase or UNKNOWN_PHASE
+        every[key] = every.get(key, 0) + int(n)
+        if not deleted:
+            live[key] = live.get(key, 0) + int(n)
+        costs.append(_decimal(cost))
+    return {b: BindingTotals(dict(sorted(every.items())), dict(sorted(live.items())),
+                             sum(costs, Decimal(0)).quantize(Decimal("0.000001")))
+            for b, (every, live, costs) in found.items()}
 
 
 # -- spend and budgets -------------------------------------------------------------------
@@ -169,10 +190,6 @@ def _decimal(value: Any) -> Decimal:
         return Decimal(str(value or 0))
     except InvalidOperation:
         return Decimal(0)
-
-
-def _exact_cost() -> Any:
-    return func.sum(cast(_R.c.cost_usd, Numeric(20, 6)))
 
 
 def budget_spent(store: Store, budget: Budget, now: datetime) -> tuple[datetime, Decimal]:
