@@ -107,7 +107,11 @@ class Dashboard:
         self.app = Starlette(routes=[Mount("", app=self._asgi)])
 
     async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = await self.answer(Request(scope, receive))
+        try:
+            response = await self.answer(Request(scope, receive))
+        except Exception:  # a bug: answer, log, keep serving
+            log.exception("request failed", extra={"path": scope["path"]})
+            response = _response(_error(500, "internal error; see the service log"), close=True)
         await response(scope, receive, send)
 
     async def answer(self, request: Request) -> Response:

@@ -21,7 +21,8 @@ class Limits:
     # slow clients a single attacker host opens easily, below a default `ulimit -n`
     # of 4,096 or more (each connection is one file descriptor).
     max_connections: int = 3000
-    # A request line and headers larger than this get 400.
+    # A request line and headers still unfinished past this size get 400 (what the
+    # server buffers of a head it cannot parse yet).
     max_head_bytes: int = 16 * 1024
     # On stop: how long requests in progress may take to finish before they are cancelled.
     shutdown_timeout: float = 5.0

@@ -210,8 +210,8 @@ def test_stop_closes_held_connections_and_joins_its_thread(
     stop = start_server(seeded.service, "127.0.0.1:0")
     where = address(stop)
     held = hold(where, 50)
-    with socket.create_connection(where, timeout=GRACE) as idle:
-        idle.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+    with socket.create_connection(where, timeout=GRACE) as idle:  # served from a worker thread
+        idle.sendall(b"GET /api/v1/repos HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         assert idle.recv(65536).startswith(b"HTTP/1.1 200 ")
         stop()  # type: ignore[operator]
         assert closed_by_server(idle, time.monotonic() + GRACE)
