@@ -125,8 +125,13 @@ def resources_page(store: Store, q: ResourceQuery) -> tuple[list[InventoryRecord
     where = q._where()
     column, inverted = _SORTS[q.sort]
     desc = q.descending != inverted
-    order = [column.desc() if desc else column.asc()]
-    order += [_R.c.kind, _R.c.project, _R.c.name]  # unique: pages never overlap
+    if q.sort == "kind":  # the key itself, unique: its index gives the order
+        order = [c.desc() if desc else c.asc() for c in (_R.c.kind, _R.c.project, _R.c.name)]
+    else:
+        # Ties in creation order (id), the same way round: an index on the column alone
+        # then gives the whole order (every SQLite index holds the row id), where
+        # (kind, project, name) after it would make SQLite read every row to sort.
+        order = [c.desc() if desc else c.asc() for c in (column, _R.c.id)]
     # Sort and page the ids only, then read the page's rows: sorting whole rows would
     # drag every row's JSON (manifest, status) through the sorter.
     page_ids = (select(_R.c.id).where(*where).order_by(*order)
@@ -153,36 +158,49 @@ def facets(store: Store) -> dict[str, list[str]]:
 class Totals:
     """Counts and cost over the whole inventory, from one grouped scan."""
 
-    rows: tuple[tuple[str, str, str, int, Decimal], ...]  # binding, kind, phase, count, cost
+    # binding, kind, phase, deleted, count, cost
+    rows: tuple[tuple[str, str, str, bool, int, Decimal], ...]
 
     def phases_by_binding(self) -> dict[str, dict[str, int]]:
+        """binding -> phase -> how many resources, deleted ones too."""
+        return self._phases(live_only=False)
+
+    def live_phases_by_binding(self) -> dict[str, dict[str, int]]:
+        """binding -> phase -> how many resources not deleted (what health rolls up)."""
+        return self._phases(live_only=True)
+
+    def _phases(self, live_only: bool) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
-        for binding, _kind, phase, n, _cost in self.rows:
+        for binding, _kind, phase, deleted, n, _cost in self.rows:
+            if live_only and deleted:
+                continue
             counts = out.setdefault(binding, {})
             counts[phase] = counts.get(phase, 0) + n
         return {b: dict(sorted(c.items())) for b, c in out.items()}
 
     def cost_by_binding(self) -> dict[str, Decimal]:
         out: dict[str, Decimal] = {}
-        for binding, _kind, _phase, _n, cost in self.rows:
+        for binding, _kind, _phase, _deleted, _n, cost in self.rows:
             out[binding] = out.get(binding, Decimal(0)) + cost
         return out
 
     def by_kind_phase(self) -> list[tuple[str, str, int]]:
         out: dict[tuple[str, str], int] = {}
-        for _binding, kind, phase, n, _cost in self.rows:
+        for _binding, kind, phase, _deleted, n, _cost in self.rows:
             out[(kind, phase)] = out.get((kind, phase), 0) + n
         return [(k, p, n) for (k, p), n in sorted(out.items())]
 
 
 def totals(store: Store) -> Totals:
-    """Resources and cost per (binding, kind, phase), summed in SQL in one pass."""
+    """Resources and cost per (binding, kind, phase, deleted), summed in SQL in one pass:
+    the overview's counts, its health and /metrics all read this one scan."""
     cost = func.sum(cast(_R.c.cost_usd, Numeric(20, 6)))
-    query = select(_R.c.binding_id, _R.c.kind, _R.c.phase, func.count(), cost).group_by(
-        _R.c.binding_id, _R.c.kind, _R.c.phase)
+    columns = (_R.c.binding_id, _R.c.kind, _R.c.phase, _R.c.deleted)
+    query = select(*columns, func.count(), cost).group_by(*columns)
     with store._engine.connect() as conn:
         rows = conn.execute(query).all()
-    return Totals(tuple((b, k, p or UNKNOWN, int(n), _decimal(c)) for b, k, p, n, c in rows))
+    return Totals(tuple((b, k, p or UNKNOWN, bool(d), int(n), _decimal(c))
+                        for b, k, p, d, n, c in rows))
 
 
 def _decimal(value: Any) -> Decimal:
