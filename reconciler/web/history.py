@@ -10,7 +10,7 @@ from nodus_gitops.floor.redaction import url_without_userinfo
 from nodus_gitops.floor.results import counts_text
 from nodus_gitops.web import sync_queries
 from nodus_gitops.web.format import BAD_RESULTS, commit_link, duration, now_text, result_badge, when
-from nodus_gitops.web.html import Safe, definition_list, layout, path, tag, with_query
+from nodus_gitops.web.html import Safe, layout, path, tag, with_query
 from nodus_gitops.web.sync_page import check_list, problem_list
 from nodus_gitops.web.sync_queries import SyncQuery, SyncRow
 
@@ -55,26 +55,27 @@ def _pager(q: SyncQuery, total: int) -> Safe:
 
 def _sync_card(s: SyncRow, repo_url: str | None, checks: list[CheckRecordValue]) -> Safe:
     bad = s.result in BAD_RESULTS
+    own_page = path("syncs", str(s.id))
     counts = {k: n for k, n in (s.summary or {}).items() if isinstance(n, int)}
-    facts: list[tuple[str, Any]] = [
-        ("Started", when(s.started_at)), ("Duration", duration(s.started_at, s.finished_at)),
-        ("Message", s.message or "-"),
-    ]
+    # One line of facts, so that a page of fifty syncs reads as a list, not fifty forms.
+    facts: list[Any] = [when(s.started_at), " · ", duration(s.started_at, s.finished_at),
+                        " · ", tag("span", s.message or "-", class_="message")]
     if counts and counts_text(counts) != s.message:
-        facts.append(("Changes", counts_text(counts)))
+        facts += [" · ", counts_text(counts)]
     more = len(s.problems) - PROBLEMS_SHOWN
     parts = [
-        tag("h2", tag("a", f"#{s.id}", href=path("syncs", str(s.id))), " ", s.binding_id,
+        tag("h2", tag("a", f"#{s.id}", href=own_page), " ", s.binding_id,
             " @ ", commit_link(repo_url, s.commit), " ", result_badge(s.result)),
-        definition_list(facts),
+        tag("p", *facts, class_="meta"),
     ]
     if s.problems:
         parts.append(problem_list(s.binding_id, s.commit, s.problems[:PROBLEMS_SHOWN]))
         if more > 0:
             parts.append(tag("p", tag("a", f"and {more} more problems",
-                                      href=path("syncs", str(s.id)))))
+                                      href=own_page)))
     if checks:
-        parts += [tag("h3", "Checks posted for this commit"), check_list(checks, fold=True)]
+        parts += [tag("h3", "Checks posted for this commit"),
+                  check_list(checks, more_at=own_page)]
     return tag("section", *parts, class_="sync card" + (" problem" if bad else ""),
                data_sync=s.id)
 

@@ -11,6 +11,7 @@ are never loaded (their text shows); table alignment is a class, never a style.
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 from collections.abc import Sequence
@@ -89,8 +90,10 @@ _md.validateLink = _link_is_safe  # type: ignore[method-assign]
 _md.core.ruler.push("alignment_as_class", _alignment_as_class)
 
 
+@functools.lru_cache(maxsize=512)
 def render(text: str) -> Safe:
-    """`text` (Markdown) as a `<div class="markdown">` of safe HTML."""
+    """`text` (Markdown) as a `<div class="markdown">` of safe HTML. Kept for the summaries
+    rendered last: a page that refreshes renders its summaries once."""
     env: dict[str, Any] = {}
     body = _md.render(text or "", env)
     closing = "".join(f"</{name}>" for name in reversed(env.get("opened", [])))

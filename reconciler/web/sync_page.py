@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from nodus_gitops.service import Service
     from nodus_gitops.state.records import CheckRecordValue, IntentRecord
 
-FOLD_LINES = 12  # a longer check summary is folded on the History page
+SHORT_LINES = 12  # of a check summary on the History page; the sync's page has them all
 
 
 def source_link(binding: str, commit: str, file: str, line: int | None = None) -> str:
@@ -49,20 +49,21 @@ def problem_list(binding: str, commit: str, problems: list[dict[str, Any]]) -> S
     return tag("ul", *items, class_="problems")
 
 
-def check_list(checks: list[CheckRecordValue], *, fold: bool) -> Safe:
-    """The checks posted for a commit, each with its summary rendered from Markdown;
-    `fold`: long summaries folded."""
+def check_list(checks: list[CheckRecordValue], *, more_at: str | None = None) -> Safe:
+    """The checks posted for a commit, each with its summary rendered from Markdown.
+    `more_at`: a page with the whole summaries; here only their first `SHORT_LINES`."""
     items = []
     for c in checks:
-        head = [tag("strong", c.context), " ", result_badge(c.state, None), " to ",
-                tag("span", c.target, class_="target"), " · ", when(c.posted_at)]
-        summary = markdown.render(c.summary) if c.summary else tag("p", "no summary",
-                                                                   class_="muted")
-        if fold and len(c.summary.splitlines()) > FOLD_LINES:
-            items.append(tag("li", tag("details", tag("summary", *head), summary),
-                             class_="check"))
-        else:
-            items.append(tag("li", tag("p", *head), summary, class_="check"))
+        head = tag("p", tag("strong", c.context), " ", result_badge(c.state, None), " to ",
+                   tag("span", c.target, class_="target"), " · ", when(c.posted_at))
+        lines = c.summary.splitlines()
+        shown = lines[:SHORT_LINES] if more_at else lines
+        summary = markdown.render("\n".join(shown)) if c.summary else tag(
+            "p", "no summary", class_="muted")
+        rest = len(lines) - len(shown)
+        more = tag("p", tag("a", f"{rest} more lines of this summary", href=more_at),
+                   class_="more") if rest and more_at else ""
+        items.append(tag("li", head, summary, more, class_="check"))
     return tag("ul", *items, class_="checks")
 
 
@@ -137,7 +138,7 @@ def sync_page(service: Service, sync_id: str) -> tuple[int, bytes]:
                         class_="muted"))
     checks = service.store.list_checks(commit=s.commit, binding_id=s.binding_id)
     body.append(tag("h2", "Checks posted for this commit"))
-    body.append(check_list(checks, fold=False) if checks
+    body.append(check_list(checks) if checks
                 else tag("p", "none", class_="muted"))
     title = f"Sync #{s.id}"
     page = tag("div", *body, class_="sync-page" + (" problem" if s.result in BAD_RESULTS

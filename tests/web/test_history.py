@@ -10,6 +10,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import httpx
 from nodus_gitops.web.history import history
+from nodus_gitops.web.sync_page import sync_page
 from nodus_gitops.web.sync_queries import SyncQuery, syncs_page
 
 from tests.web.seed import SHA1, SHA2, XSS_IMG, XSS_SCRIPT, Seeded
@@ -145,3 +146,13 @@ def test_a_page_reads_no_more_than_its_rows(seeded: Seeded) -> None:
     rows, total = syncs_page(seeded.store, SyncQuery(page=2, page_size=50))
     assert total == 122 and len(rows) == 50
     assert [r.id for r in rows] == list(range(72, 22, -1))
+
+
+def test_a_long_summary_shows_its_start_and_links_the_rest(seeded: Seeded) -> None:
+    summary = "\n".join(f"- line {i}" for i in range(30))
+    seeded.store.record_check("ml-team", SHA1, "nodus-gitops/sync", "success", summary,
+                              "github")
+    html = page(seeded, f"commit={SHA1}")
+    assert "<li>line 11</li>" in html and "line 12<" not in html
+    assert '<a href="/syncs/1">18 more lines of this summary</a>' in html
+    assert "<li>line 29</li>" in sync_page(seeded.service, "1")[1].decode()
