@@ -96,6 +96,7 @@ class Masker:
         # Longest first: a secret inside a longer one is hidden with it.
         self.secrets = sorted((s for s in usable if len(s) >= MIN_SECRET), key=len,
                               reverse=True)
+        self._shown: dict[str, str] = {}  # short strings (keys, phases) repeat: mask once
 
     # -- strings -----------------------------------------------------------------------
 
@@ -123,6 +124,14 @@ class Masker:
     def text(self, text: str) -> str:
         """`text` with its secret parts hidden; line breaks inside a hidden part are kept,
         so a script keeps its lines."""
+        if len(text) <= 64:
+            shown = self._shown.get(text)
+            if shown is None:
+                shown = self._shown[text] = self._text(text)
+            return shown
+        return self._text(text)
+
+    def _text(self, text: str) -> str:
         out, last = [], 0
         for start, end in self.spans(text):
             out.append(text[last:start])
