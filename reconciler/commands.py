@@ -19,8 +19,6 @@ from nodus_gitops.floor.phases import is_terminal
 from nodus_gitops.floor.problems import Problem
 from nodus_gitops.floor.results import RUNS, ActionType
 from nodus_gitops.locations import CONFIG_ENV, STATE_FILE, find_config, no_state
-from nodus_gitops.logging_setup import setup_logging
-from nodus_gitops.manifests import iter_manifest_files, outside_link
 from nodus_gitops.output import (
     RESULT_COLOURS,
     colour_wanted,
@@ -32,14 +30,15 @@ from nodus_gitops.output import (
     resource_object,
     resources_table,
 )
-from nodus_gitops.state.records import InventoryRecord
-from nodus_gitops.validation import resource_summary, validate_files
-from nodus_gitops.workloads.children import PARENTS, ChildJob, children_of
 
 if TYPE_CHECKING:  # the commands import what they use when they run: see cli._command
     from nodus_gitops.config import Settings
     from nodus_gitops.desired import DesiredTree
+    from nodus_gitops.state.records import InventoryRecord
     from nodus_gitops.state.store import Store
+    from nodus_gitops.workloads.children import ChildJob
+
+    Children = dict[ResourceKey, ChildJob]  # a stage's or a cell's Job -> what it is
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 EXIT_CHANGES = 2  # `plan`: changes pending
@@ -108,6 +107,9 @@ def _has_state(settings: Settings) -> bool:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    from nodus_gitops.manifests import iter_manifest_files, outside_link
+    from nodus_gitops.validation import resource_summary, validate_files
+
     files, links = [], []
     for target in args.paths:
         if not Path(target).exists():
@@ -305,6 +307,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     settings = settings_from(args)
     if not settings.bindings:
         raise ConfigError("no repository: pass --repo URL|PATH or --config FILE")
+    from nodus_gitops.logging_setup import setup_logging
+
     setup_logging()
     store = open_store(settings)
     service = _service(settings, store)
@@ -331,12 +335,11 @@ def _kind(text: str) -> str:
     return kind
 
 
-Children = dict[ResourceKey, ChildJob]  # a stage's or a cell's Job -> what it is
-
-
 def _with_children(records: list[InventoryRecord]) -> tuple[list[InventoryRecord], Children]:
     """`records` with the Jobs their Pipelines and Sweeps created, after the other Jobs,
     as their parents recorded them; and what each such Job is."""
+    from nodus_gitops.workloads.children import children_of
+
     children = [c for r in records for c in children_of(r) if c.created]
     jobs = [r for r in records if r.key.kind == "Job"]
     rest = [r for r in records if r.key.kind != "Job"]
@@ -346,6 +349,8 @@ def _with_children(records: list[InventoryRecord]) -> tuple[list[InventoryRecord
 def listing(store: Store, target: str | None) -> tuple[list[InventoryRecord], Children]:
     """What `get TARGET` lists: one kind (the stage and cell Jobs among the Jobs), or
     everything."""
+    from nodus_gitops.workloads.children import PARENTS
+
     if target and "/" in target:
         return _select(store, target), {}
     records = store.list_inventory()
