@@ -160,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "PARENT column. Reads the state only: it never creates it.",
                     "  nodus-gitops get\n"
                     "  nodus-gitops get jobs -l team=ml --sort-by cost\n"
-                    "  nodus-gitops get job/train -o yaml\n"
+                    "  nodus-gitops get job/hello -o yaml\n"
                     "  nodus-gitops get pipelines -o name | xargs -n1 nodus-gitops describe\n"
                     "  nodus-gitops get jobs --watch")
     p.add_argument("target", nargs="?", metavar="KIND[/NAME]", help=_TARGET)
@@ -195,7 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "file gets the log as written.",
                     "  nodus-gitops logs job/hello\n"
                     "  nodus-gitops logs job/indexed-outputs --index 2\n"
-                    "  nodus-gitops logs job/train -f")
+                    "  nodus-gitops logs job/train-eval-train -f")
     p.add_argument("target", metavar="job/NAME", help="the Job (a stage's or a cell's too)")
     p.add_argument("--index", type=int, metavar="N", help="which index of an Indexed Job "
                    "(a gang's rank) to show (default 0)")
