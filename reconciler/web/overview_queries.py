@@ -164,9 +164,13 @@ class BindingTotals:
 
 def binding_totals(store: Store) -> dict[str, BindingTotals]:
     """Every binding's counts and cost from one grouped scan of the inventory: its rows
-    are wide (manifest and status JSON come before the phase), so each scan counts."""
-    query = (select(_R.c.binding_id, _R.c.phase, _R.c.deleted, func.count(), _exact_cost())
-             .group_by(_R.c.binding_id, _R.c.phase, _R.c.deleted))
+    are wide (manifest and status JSON), so each scan counts (about 120 ms at 100,000
+    resources here)."""
+    # Grouped by an expression, not the bare column: given the column, SQLite walks the
+    # binding_id index and reads each row out of order, twice as slow as one plain scan.
+    binding = func.coalesce(_R.c.binding_id, "")
+    query = (select(binding, _R.c.phase, _R.c.deleted, func.count(), _exact_cost())
+             .group_by(binding, _R.c.phase, _R.c.deleted))
     found: dict[str, tuple[dict[str, int], dict[str, int], list[Decimal]]] = {}
     with store._engine.connect() as conn:
         rows = conn.execute(query).all()
