@@ -243,7 +243,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv[:1] == ["__complete"]:  # what the completion scripts ask, not a command
             from nodus_gitops.completion import main_complete
 
-            return main_complete(argv[1:])
+            return main_complete(build_parser(), argv[1:], lambda args, kind: _command(
+                "state_names")(args, kind))
         args = build_parser().parse_args(argv)
         try:
             code = _command(args.func)(args)

@@ -583,6 +583,24 @@ def cmd_cp(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def state_names(args: argparse.Namespace, kind: str) -> list[str]:
+    """The names `get KIND` lists, from the state `args` point at, opened read-only:
+    none where there is no state or it cannot be read (for shell completion)."""
+    from nodus_gitops.floor.errors import NodusGitopsError
+
+    try:
+        store = existing_store(settings_from(args))
+        if store is None:
+            return []
+        try:
+            records, _children = listing(store, kind)
+        finally:
+            store.close()
+    except NodusGitopsError:
+        return []
+    return sorted({r.key.name for r in records if not r.deleted})
+
+
 def cmd_completion(args: argparse.Namespace) -> int:
     from nodus_gitops.completion import script
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 FILES = ":files"  # the line that tells the script to complete file names
 SHELLS = ("bash", "zsh", "fish")
@@ -22,11 +22,14 @@ _PATH_OPTIONS = {"--state-dir", "--config", "--repo", "--path"}
 _KINDS = ("job", "pipeline", "sweep")
 
 
-def candidates(words: Sequence[str]) -> list[str]:
-    """What may replace the last of `words` (the words after the program name)."""
-    from nodus_gitops.cli import build_parser
+# The names of the state's resources of a kind (`job`), for a command whose options
+# typed so far are the namespace: commands.state_names, passed in by cli.
+Names = Callable[[argparse.Namespace, str], list[str]]
 
-    parser = build_parser()
+
+def candidates(parser: argparse.ArgumentParser, words: Sequence[str],
+               names: Names) -> list[str]:
+    """What may replace the last of `words` (the words after the program name)."""
     commands = _subcommands(parser)
     *typed, current = words or [""]
     if not typed:
@@ -43,7 +46,7 @@ def candidates(words: Sequence[str]) -> list[str]:
         return [FILES] if set(option.option_strings) & _PATH_OPTIONS else []
     if current.startswith("-"):
         return _matching(_flags(command), current)
-    return _positional(typed[0], command, typed[1:], current)
+    return _positional(typed[0], command, typed[1:], current, names)
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
@@ -88,7 +91,7 @@ def _given_positionals(command: argparse.ArgumentParser, typed: Sequence[str]) -
 
 
 def _positional(name: str, command: argparse.ArgumentParser, typed: Sequence[str],
-                current: str) -> list[str]:
+                current: str, names: Names) -> list[str]:
     position = _given_positionals(command, typed)
     if name == "completion":
         return _matching(SHELLS, current) if position == 0 else []
@@ -103,25 +106,8 @@ def _positional(name: str, command: argparse.ArgumentParser, typed: Sequence[str
     kind = current.split("/", 1)[0]
     if kind not in kinds:
         return []
-    return _matching([f"{kind}/{n}" for n in _names(command, typed, kind)], current)
-
-
-def _names(command: argparse.ArgumentParser, typed: Sequence[str], kind: str) -> list[str]:
-    """The names `get KIND` lists, from the state the typed flags point at, read-only."""
-    from nodus_gitops import commands
-    from nodus_gitops.floor.errors import NodusGitopsError
-
-    try:
-        store = commands.existing_store(commands.settings_from(_typed_options(command, typed)))
-        if store is None:
-            return []
-        try:
-            records, _children = commands.listing(store, kind)
-        finally:
-            store.close()
-    except NodusGitopsError:
-        return []
-    return sorted({r.key.name for r in records if not r.deleted})
+    found = names(_typed_options(command, typed), kind)
+    return _matching([f"{kind}/{n}" for n in found], current)
 
 
 def _typed_options(command: argparse.ArgumentParser, typed: Sequence[str]) -> argparse.Namespace:
@@ -206,8 +192,8 @@ complete -c PROG -f -a '(__FUNC_complete)'
 _SCRIPTS = {"bash": _BASH, "zsh": _ZSH, "fish": _FISH}
 
 
-def main_complete(words: Sequence[str]) -> int:
+def main_complete(parser: argparse.ArgumentParser, words: Sequence[str], names: Names) -> int:
     """`PROG __complete WORD...`: the candidates, one a line."""
-    for line in candidates(words):
+    for line in candidates(parser, words, names):
         sys.stdout.write(line + "\n")
     return 0

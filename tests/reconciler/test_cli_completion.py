@@ -92,7 +92,15 @@ def test_names_follow_the_state_the_words_point_at(work: Path, tmp_path: Path) -
 
 
 def test_the_same_candidates_in_process() -> None:
-    assert candidates(["get", "--sort"]) == ["--sort-by"]
+    asked: list[tuple[str | None, str]] = []
+
+    def names(args, kind: str) -> list[str]:
+        asked.append((args.state_dir, kind))
+        return ["a", "b"]
+
+    assert candidates(build_parser(), ["get", "--sort"], names) == ["--sort-by"]
+    assert candidates(build_parser(), ["logs", "--state-dir", "S", "job/b"], names) == ["job/b"]
+    assert asked == [("S", "job")]
 
 
 def _bash(work: Path, script: str) -> subprocess.CompletedProcess:
