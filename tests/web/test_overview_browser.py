@@ -19,8 +19,11 @@ pytestmark = [
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
 pytest.importorskip("pytest_playwright", reason="pip install pytest-playwright")
 
+from nodus_gitops.floor.identity import ResourceKey  # noqa: E402
+from nodus_gitops.state.records import InventoryRecord  # noqa: E402
+
 from tests.web.conftest import serve  # noqa: E402
-from tests.web.seed import SHA2, XSS_SCRIPT, Seeded, seed  # noqa: E402
+from tests.web.seed import PROJECT, SHA1, SHA2, XSS_SCRIPT, Seeded, seed  # noqa: E402
 
 expect = sync_api.expect
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -37,6 +40,16 @@ def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[s
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Seeded]]:
     s = seed(tmp_path_factory.mktemp("overview") / "state")
+    url, stop = serve(s)
+    yield url, s
+    stop()  # type: ignore[operator]
+    s.store.close()
+
+
+@pytest.fixture
+def fresh_site(tmp_path: Path) -> Iterator[tuple[str, Seeded]]:
+    """A site of its own, for a test that changes the store."""
+    s = seed(tmp_path / "state")
     url, stop = serve(s)
     yield url, s
     stop()  # type: ignore[operator]
@@ -108,3 +121,27 @@ def test_a_search_made_with_the_keyboard_alone(site: tuple[str, Seeded],
     site_page.reload()  # the URL alone holds the search
     expect(site_page.locator("input[name=q]")).to_have_value("phase:Failed team=ml")
     site_page.screenshot(path=str(ARTIFACTS / "resources-search.png"), full_page=True)
+
+
+def test_cards_and_search_results_follow_the_store_without_reload(
+        fresh_site: tuple[str, Seeded], site_page: Any) -> None:
+    url, s = fresh_site
+    site_page.goto(url + "/")
+    site_page.evaluate("window.__notReloaded = true")
+    status = site_page.locator('section[data-binding="ml-team"] [data-field="syncStatus"]')
+    expect(status).to_have_text("Blocked")
+    crash = s.store.start_sync("ml-team", SHA2)
+    s.store.finish_sync(crash, "error", "the reconciler failed on this commit: boom", {}, {})
+    expect(status).to_have_text("Failed", timeout=8000)
+    assert site_page.evaluate("window.__notReloaded") is True
+
+    site_page.goto(url + "/resources?q=team%3Dml")
+    site_page.evaluate("window.__notReloaded = true")
+    expect(site_page.locator("table.resources tbody tr")).to_have_count(2)
+    s.store.upsert_resource(InventoryRecord(
+        ResourceKey("Job", PROJECT, "arrived"), "ml-team",
+        {"kind": "Job", "metadata": {"name": "arrived", "labels": {"team": "ml"}}}, "h",
+        phase="Queued", source_commit=SHA1))
+    expect(site_page.locator('tr[data-key="Job/ml/arrived"]')).to_be_visible(timeout=8000)
+    expect(site_page.locator("[data-field=total]")).to_contain_text("3 resources")
+    assert site_page.evaluate("window.__notReloaded") is True
