@@ -57,11 +57,11 @@ def _budget(b: dict[str, Any]) -> Safe:
     budget = b["budget"]
     if budget is None:
         return tag("span", "no budget", class_="muted", data_field="budget")
-    over = budget["leftUSD"].startswith("-")
-    text = (f"${budget['leftUSD']} left of ${budget['limitUSD']} per {budget['period']}"
-            f" (project {budget['project']} spent ${budget['spentUSD']} since "
-            f"{budget['periodStart'][:10]})")
-    return tag("span", text, " ", tag("strong", "over budget") if over else "",
+    left, limit, period = budget["leftUSD"], budget["limitUSD"], budget["period"]
+    over = left.startswith("-")
+    head = (tag("strong", f"${left[1:]} over", class_="over") if over else f"${left} left")
+    return tag("span", head, f" of ${limit} per {period} (project {budget['project']} spent "
+                            f"${budget['spentUSD']} since {budget['periodStart'][:10]})",
                class_="bad" if over else None, data_field="budget")
 
 

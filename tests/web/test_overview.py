@@ -198,3 +198,14 @@ def test_the_openapi_document_describes_what_repos_carry(client: httpx.Client,
         assert set(repo) <= set(repo_schema["properties"])
     params = {p["name"] for p in spec["paths"]["/api/v1/resources"]["get"]["parameters"]}
     assert {"label", "commit", "q"} <= params
+
+
+def test_a_project_past_its_budget_says_so(client: httpx.Client, seeded: Seeded) -> None:
+    seeded.store.upsert_resource(InventoryRecord(
+        ResourceKey("Job", PROJECT, "big"), "ml-team", {}, "h", phase="Running",
+        cost_usd="10"))
+    ml = repos(client)["ml-team"]
+    assert ml["budgetLeftUSD"] == "-5.3133" and ml["budget"]["spentUSD"] == "10.3133"
+    html = card(client.get("/").text, "ml-team")
+    assert ('<span class="bad" data-field="budget"><strong class="over">$5.3133 over</strong>'
+            ' of $5 per month') in html
