@@ -209,3 +209,14 @@ def test_a_project_past_its_budget_says_so(client: httpx.Client, seeded: Seeded)
     html = card(client.get("/").text, "ml-team")
     assert ('<span class="bad" data-field="budget"><strong class="over">$5.3133 over</strong>'
             ' of $5 per month') in html
+
+
+def test_a_head_a_guard_refused_in_part_is_blocked(client: httpx.Client,
+                                                   seeded: Seeded) -> None:
+    """A guard's refusal is applied as far as allowed, and marked applied: still Blocked."""
+    sync = seeded.store.start_sync("ml-team", SHA2)
+    seeded.store.finish_sync(sync, "blocked", "1 created, 1 blocked", {}, {})
+    seeded.store.mark_applied("ml-team", SHA2)
+    ml = repos(client)["ml-team"]
+    assert (ml["syncStatus"], ml["syncReason"]) == (
+        "Blocked", "the head commit's sync: blocked: 1 created, 1 blocked")
