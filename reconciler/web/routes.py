@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from nodus_gitops.web import api, detail, history, pages, source_view, tree
+from nodus_gitops.web import api, detail, history, pages, source_view, sync_page, tree
 from nodus_gitops.web.openapi import SPEC
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ def table(s: Service) -> list[Route]:
         (rf"/resources/{_KEY}", lambda p, *k: _html(detail.resource_page(s, *k))),
         (rf"/resources/{_KEY}/logs", lambda p, *k: _html(detail.logs_page(s, *k, p))),
         (r"/history", lambda p: _html(history.history(s, p))),
+        (r"/syncs/(\d{1,18})", lambda p, i: _html(sync_page.sync_page(s, i))),
         (rf"/repos/{_SEG}", lambda p, b: _html(tree.binding_page(s, b, p))),
         (rf"/repos/{_SEG}/files/([0-9a-f]{{7,64}})/(.+)",
          lambda p, b, c, f: _html(source_view.file_page(s, b, c, f))),

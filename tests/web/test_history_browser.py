@@ -5,7 +5,6 @@ is missing."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -21,8 +20,6 @@ pytestmark = [
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
 pytest.importorskip("pytest_playwright", reason="pip install pytest-playwright")
 
-from nodus_gitops.web import routes  # noqa: E402
-from nodus_gitops.web.sync_page import sync_page  # noqa: E402
 
 from tests.web.conftest import serve  # noqa: E402
 from tests.web.seed import SHA2, XSS_IMG, XSS_SCRIPT, Seeded, seed  # noqa: E402
@@ -36,19 +33,6 @@ def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[s
     return {**browser_type_launch_args, "executable_path": str(CHROMIUM), "args": CHROMIUM_ARGS}
 
 
-def _with_sync_pages(table: Any) -> Any:
-    """The route table, with `/syncs/<id>` where it does not route that path yet."""
-
-    def wrapped(service: Any) -> list[Any]:
-        entries = table(service)
-        if any(pattern.match("/syncs/1") for pattern, _ in entries):
-            return entries
-        page = re.compile(r"^/syncs/(\d{1,18})$")
-        return [*entries, (page, lambda p, i: routes._html(sync_page(service, i)))]
-
-    return wrapped
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Seeded, int]]:
     s = seed(tmp_path_factory.mktemp("history") / "state")
@@ -57,9 +41,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Seeded
         s.store.finish_sync(sync_id, "error", f"fetch failed {i}",
                             {"commit": "x", "actions": [], "problems": []}, {})
     scripted = scripted_sync(s)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(routes, "table", _with_sync_pages(routes.table))
-        url, stop = serve(s)
+    url, stop = serve(s)
     yield url, s, scripted
     stop()  # type: ignore[operator]
     s.store.close()
