@@ -7,14 +7,16 @@ import json
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.problems import Problem
 from nodus_gitops.floor.quantities import parse_usd
-from nodus_gitops.plan import ActionType, Change, Plan
+from nodus_gitops.floor.results import ActionType
 from nodus_gitops.state.records import EventRecord, InventoryRecord
+
+if TYPE_CHECKING:  # a listing never loads the planner, nor YAML unless it prints YAML
+    from nodus_gitops.plan import Plan
 
 
 def resource_object(r: InventoryRecord, parent: dict[str, str] | None = None) -> dict[str, Any]:
@@ -321,6 +323,8 @@ def _short(key: ResourceKey | None) -> str:
 
 def dump(objects: Any, fmt: str) -> str:
     if fmt == "yaml":
+        import yaml
+
         return yaml.safe_dump(objects, sort_keys=False, allow_unicode=True)
     return json.dumps(objects, indent=2, ensure_ascii=False, default=str)
 
@@ -379,6 +383,8 @@ def describe(r: InventoryRecord, events: list[EventRecord], parent: str | None =
               f"Created:     {_iso(r.created_at)}", f"Finished:    {_iso(r.finished_at) or '-'}"]
     lines += [f"Note:        {note}" for note in notes or []]
     if r.status:
+        import yaml
+
         lines.append("Status:")
         lines += ["  " + line for line in yaml.safe_dump(
             r.status, sort_keys=False, allow_unicode=True).splitlines()]
@@ -406,7 +412,7 @@ def plan_text(commit: str, plan: Plan, problems: list[Problem]) -> str:
             continue
         lines.append(f"  {_SYMBOL[a.action]:>3} {a.action.value:<8} {a.key.kind}/{a.key.name}"
                      f"  ({a.file})" + (f": {a.reason}" if a.reason else ""))
-        for c in map(Change.as_dict, a.changes):
+        for c in (change.as_dict() for change in a.changes):
             lines.append(f"        {c['path']}: {json.dumps(c['old'])} -> {json.dumps(c['new'])}")
     counts = plan.summary()
     lines.append(", ".join(f"{n} {k}" for k, n in counts.items() if n) or "no resources")
