@@ -5,7 +5,8 @@
    appear, gone ones go, and counts follow. The fresh page is parsed with DOMParser and its
    nodes are moved in: the server escaped every value already, and no string is ever
    assigned as HTML here. Focus, text selection, scroll positions and open <details> are
-   carried over to the new elements. Reading pauses while the tab is hidden.
+   carried over to the new elements, and the row the reader looks at stays where it is on
+   the screen. Reading pauses while the tab is hidden.
 
    Every <time datetime> is written in the viewer's own zone with how long ago it was
    ("2026-12-02 05:10:03 CET · 4m ago"); its title is the instant as the server wrote it.
@@ -167,7 +168,34 @@
 
   /* -- replacing the live elements -------------------------------------------------- */
 
+  function firstNamedInView() {
+    // The first row (or card) of a live element on screen: the reader's place.
+    var selector = NAMES.slice(1).map(function (n) { return "[data-live] [" + n + "]"; });
+    var rows = document.querySelectorAll(selector.join(","));
+    for (var i = 0; i < rows.length; i += 1) {
+      var box = rows[i].getBoundingClientRect();
+      if (box.bottom > 0 && box.height > 0) {
+        for (var j = 1; j < NAMES.length; j += 1) {
+          var value = rows[i].getAttribute(NAMES[j]);
+          if (value !== null) {
+            return { selector: "[" + NAMES[j] + "=\"" + CSS.escape(value) + "\"]", top: box.top };
+          }
+        }
+      }
+    }
+    return null;
+  }
+
+  function keepInView(place) {
+    // Rows that came or went above the reader's place do not move it on the screen.
+    var row = place && document.querySelector(place.selector);
+    if (!row) { return; }
+    var moved = row.getBoundingClientRect().top - place.top;
+    if (moved) { window.scrollBy(0, moved); }
+  }
+
   function swap(doc) {
+    var place = firstNamedInView();
     var fresh = {};
     Array.prototype.forEach.call(doc.querySelectorAll("[data-live]"), function (el) {
       fresh[el.getAttribute("data-live")] = el;
@@ -186,6 +214,7 @@
       restoreScroll(node);
       restoreFocus();
     });
+    keepInView(place);
   }
 
   /* -- reading the page again, and saying when that fails --------------------------- */
