@@ -6,8 +6,8 @@ Reads come from the state store only; nothing here changes state except asking f
 sync (refresh, webhooks), which only makes the reconciler fetch from Git. Every method
 but GET and HEAD is refused with 405, except on those two POST paths. Before anything
 else, a request must name a host the server answers to (origins.py); the refresh must
-not come from another site's page. Store reads and hooks run in worker threads, so a slow
-query never holds up the event loop that answers everyone else.
+not come from another site's page. Store reads and hooks run in the server's own worker
+threads, so a slow query never holds up the event loop that answers everyone else.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -30,7 +32,6 @@ from nodus_gitops.web.limits import Limits
 from nodus_gitops.web.origins import TrustedHosts, cross_site
 from nodus_gitops.web.readiness import readiness
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Mount
@@ -102,9 +103,18 @@ class Dashboard:
         self.table = routes.table(service)
         self.static = _static_files()
         self.scrape = metrics.scrape_registry([StoreGauges(service)])
+        # The server's own worker threads (not a shared pool): `close` joins them.
+        self.workers = ThreadPoolExecutor(self.limits.worker_threads, "http-worker")
         # One mount for every path and method: the route table, the 405s and the guards
         # are this class's own (a Starlette Route would answer other methods itself).
         self.app = Starlette(routes=[Mount("", app=self._asgi)])
+
+    def close(self) -> None:
+        """Wait for the reads in progress and end the worker threads."""
+        self.workers.shutdown(wait=True)
+
+    async def _in_worker(self, function: Callable[..., Any], *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self.workers, function, *args)
 
     async def _asgi(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
@@ -149,7 +159,7 @@ class Dashboard:
         if path == "/healthz":
             return Answer(200, {"status": "ok"})
         try:
-            return await run_in_threadpool(self._read, request, path, query)
+            return await self._in_worker(self._read, request, path, query)
         except ValueError as exc:  # a bad query parameter
             return _error(400, str(exc))
         except Exception:  # a bug or a store error: answer, log, keep serving
@@ -185,7 +195,7 @@ class Dashboard:
         if reason := cross_site(request.headers):
             return _error(403, f"cross-origin request refused: {reason}; refresh from this "
                                "dashboard's own pages, or from a client that sends no Origin")
-        if not await run_in_threadpool(self.service.trigger, binding_id):
+        if not await self._in_worker(self.service.trigger, binding_id):
             return _error(404, f"no repo binding {binding_id!r}")
         return Answer(202, {"status": "sync requested"})
 
@@ -204,6 +214,6 @@ class Dashboard:
         except ClientDisconnect:
             return _error(400, "the client left before sending its body")
         secrets = (self.service.settings.checks or {}).get("webhooks", {})
-        status, reply = await run_in_threadpool(hooks.handle, self.service, host,
-                                                request.headers, body, secrets)
+        status, reply = await self._in_worker(hooks.handle, self.service, host,
+                                              request.headers, body, secrets)
         return Answer(status, reply)

@@ -24,5 +24,8 @@ class Limits:
     # A request line and headers still unfinished past this size get 400 (what the
     # server buffers of a head it cannot parse yet).
     max_head_bytes: int = 16 * 1024
+    # Threads that read the store (pages, API, metrics) and take webhooks, at once; more
+    # requests wait their turn while the event loop keeps answering the rest.
+    worker_threads: int = 16
     # On stop: how long requests in progress may take to finish before they are cancelled.
     shutdown_timeout: float = 5.0

@@ -33,13 +33,14 @@ __all__ = ["CSP", "Limits", "Stop", "StoreGauges", "readiness", "start_server"]
 
 class Stop:
     """Stops the server when called: no new connections, open ones closed, requests in
-    progress given `Limits.shutdown_timeout` to finish, the thread joined. `address` is the
+    progress given `Limits.shutdown_timeout` to finish, its threads joined. `address` is the
     (host, port) it listens on, also recorded in the state directory while it serves."""
 
-    def __init__(self, server: uvicorn.Server, thread: threading.Thread,
+    def __init__(self, server: uvicorn.Server, thread: threading.Thread, dashboard: Dashboard,
                  address: tuple[str, int], state_dir: Path) -> None:
         self._server = server
         self._thread = thread
+        self._dashboard = dashboard
         self.address = address
         self._published = healthcheck.publish(state_dir, *self.address)
 
@@ -47,6 +48,7 @@ class Stop:
         healthcheck.withdraw(self._published, *self.address)
         self._server.should_exit = True
         self._thread.join()
+        self._dashboard.close()
 
 
 def _bind(listen: str) -> socket.socket:
@@ -91,4 +93,4 @@ def start_server(service: Service, listen: str,
     thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])),
                               daemon=True, name="http")
     thread.start()
-    return Stop(server, thread, sock.getsockname()[:2], service.settings.state_dir)
+    return Stop(server, thread, dashboard, sock.getsockname()[:2], service.settings.state_dir)
