@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tests.web import test_browser as shared
-from tests.web.seed import PROJECT
+from tests.web.seed import PROJECT, SHA1
 
 # The browser, the marks and the seeded site, shared with test_browser.py.
 browser_type_launch_args = shared.browser_type_launch_args
@@ -20,7 +20,9 @@ WIDTH, HEIGHT = 390, 844
 PAGES = {"overview": "/", "resources": "/resources", "job": f"/resources/Job/{PROJECT}/hello",
          "pipeline": f"/resources/Pipeline/{PROJECT}/train-eval",
          "sweep": f"/resources/Sweep/{PROJECT}/batch-size", "history": "/history",
-         "logs": f"/resources/Pipeline/{PROJECT}/train-eval/logs?job=train-eval-train"}
+         "logs": f"/resources/Pipeline/{PROJECT}/train-eval/logs?job=train-eval-train",
+         "tree": "/repos/ml-team", "sync": "/syncs/1", "blocked-sync": "/syncs/2",
+         "file": f"/repos/ml-team/files/{SHA1}/jobs/batch-size.yaml"}
 
 
 @pytest.fixture
