@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from nodus_gitops.web.api import commit_url
-from nodus_gitops.web.html import Safe, esc, tag
+from nodus_gitops.web.html import Safe, definition_list, esc, layout, table, tag
 from nodus_gitops.web.redact import MASK, mask
 from nodus_gitops.web.svg import _axis
 
@@ -64,3 +64,26 @@ def test_axis_has_a_round_top(largest: float, top: float, ticks: int) -> None:
     got_top, got_ticks = _axis(largest)
     assert got_top == pytest.approx(top) and len(got_ticks) == ticks
     assert got_top >= largest
+
+
+def test_table_scrolls_in_its_own_wrapper_and_can_be_live() -> None:
+    assert table(["A"], [tag("tr", tag("td", 1))], class_="x") == (
+        '<div class="table-wrap"><table class="x"><thead><tr><th scope="col">A</th></tr>'
+        "</thead><tbody><tr><td>1</td></tr></tbody></table></div>")
+    assert table(["A"], [], live="rows").startswith('<div class="table-wrap" data-live="rows">')
+    assert definition_list([("k", "<v>")], live="facts") == (
+        '<dl data-live="facts"><dt>k</dt><dd>&lt;v&gt;</dd></dl>')
+
+
+def test_layout_has_a_skip_link_a_connection_note_and_a_live_as_of_time() -> None:
+    page = layout("T <b>", tag("p", "body"), active="history", poll="/api/v1/syncs",
+                  generated="2026-12-02 05:10:03 UTC").decode()
+    assert page.index('<a href="#main" class="skip">') < page.index("<header>")
+    assert '<main id="main" tabindex="-1"><h1>T &lt;b&gt;</h1><p>body</p></main>' in page
+    assert '<p id="connection" class="connection" role="status" aria-live="polite"></p>' in page
+    assert ('<span class="as-of" data-live="as-of">as of <time datetime='
+            '"2026-12-02T05:10:03+00:00">2026-12-02 05:10:03 UTC</time></span>') in page
+    assert '<a href="/history" aria-current="page" class="active">History</a>' in page
+    assert 'data-poll="/api/v1/syncs"' in page and 'class="live"' in page
+    still = layout("T", "", generated="").decode()  # a page that is not live says nothing
+    assert 'class="live off"' in still and "data-poll" not in still
