@@ -203,17 +203,15 @@ def repos(service: Service) -> list[dict[str, Any]]:
     size (one grouped scan of the inventory, one lookup of the head commits' syncs)."""
     store = service.store
     records = {b.id: b for b in store.list_bindings()}
-    totals = overview_queries.binding_totals(store)
-    none = overview_queries.BindingTotals({}, {}, Decimal(0))
+    totals = queries.totals(store)
+    counts, live = totals.phases_by_binding(), totals.live_phases_by_binding()
+    costs = totals.cost_by_binding()
     heads = {b: records[b].last_seen_commit if b in records else None for b in service.syncs}
     head_syncs = overview_queries.head_syncs(store, heads)
-    out = []
-    for b in service.syncs:
-        t = totals.get(b, none)
-        out.append(binding_object(service, records.get(b), b, t.phases, t.cost,
-                                  store.last_sync(b), head_sync=head_syncs.get(b),
-                                  live=t.live_phases))
-    return out
+    return [binding_object(service, records.get(b), b, counts.get(b, {}),
+                           costs.get(b, Decimal(0)), store.last_sync(b),
+                           head_sync=head_syncs.get(b), live=live.get(b, {}))
+            for b in service.syncs]
 
 
 def sync_object(s: SyncRecord, detail: bool = False) -> dict[str, Any]:

@@ -7,7 +7,8 @@ list does, each value derived from what the store and the Git mirror hold:
 - what its project spent of its budget this period (`budget_spent`).
 
 Every store read is one SQL aggregate or one indexed lookup per page, never the whole
-inventory: a page over 100,000 resources costs what one over ten does.
+inventory loaded; the phase counts and spend come from `queries.totals`, the one grouped
+scan the Overview, its health and /metrics share.
 """
 
 from __future__ import annotations
@@ -150,40 +151,6 @@ def health(phases: Mapping[str, int]) -> HealthState:
     worst = next(h for h in _WORST_FIRST if h in by_health)
     noun = "resource" if total == 1 else "resources"
     return HealthState(worst, f"{', '.join(by_health[worst])} of {total} {noun}")
-
-
-@dataclass(frozen=True)
-class BindingTotals:
-    """One binding's resources counted by phase (all, and those not deleted) and their
-    cost recorded (deleted ones included: their runs were paid for)."""
-
-    phases: dict[str, int]
-    live_phases: dict[str, int]
-    cost: Decimal
-
-
-def binding_totals(store: Store) -> dict[str, BindingTotals]:
-    """Every binding's counts and cost from one grouped scan of the inventory: its rows
-    are wide (manifest and status JSON), so each scan counts (about 120 ms at 100,000
-    resources here)."""
-    # Grouped by an expression, not the bare column: given the column, SQLite walks the
-    # binding_id index and reads each row out of order, twice as slow as one plain scan.
-    binding = func.coalesce(_R.c.binding_id, "")
-    query = (select(binding, _R.c.phase, _R.c.deleted, func.count(), _exact_cost())
-             .group_by(binding, _R.c.phase, _R.c.deleted))
-    found: dict[str, tuple[dict[str, int], dict[str, int], list[Decimal]]] = {}
-    with store._engine.connect() as conn:
-        rows = conn.execute(query).all()
-    for binding, phase, deleted, n, cost in rows:
-        every, live, costs = found.setdefault(binding, ({}, {}, []))
-        key = phase or UNKNOWN_PHASE
-        every[key] = every.get(key, 0) + int(n)
-        if not deleted:
-            live[key] = live.get(key, 0) + int(n)
-        costs.append(_decimal(cost))
-    return {b: BindingTotals(dict(sorted(every.items())), dict(sorted(live.items())),
-                             sum(costs, Decimal(0)).quantize(Decimal("0.000001")))
-            for b, (every, live, costs) in found.items()}
 
 
 # -- spend and budgets -------------------------------------------------------------------
