@@ -67,7 +67,8 @@ def _tab_through(page: Any) -> list[dict[str, Any]]:
 
 def test_every_control_is_reached_in_reading_order(site: Any, site_page: Any) -> None:
     url, _ = site
-    for where in ("/resources", "/", f"/resources/Sweep/{PROJECT}/batch-size", "/history"):
+    for where in ("/resources", "/", f"/resources/Sweep/{PROJECT}/batch-size", "/history",
+                  f"/resources/Pipeline/{PROJECT}/train-eval", "/repos/ml-team", "/syncs/1"):
         site_page.goto(url + where)
         expected = site_page.locator(FOCUSABLE).evaluate_all(
             "els => els.filter(e => e.getClientRects().length).length")
