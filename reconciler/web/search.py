@@ -124,7 +124,9 @@ class ResourceSearch(ResourceQuery):
         clauses = super()._where()
         clauses += [t.condition() for t in self.labels]
         if self.commit:
-            clauses.append(_R.c.source_commit.startswith(self.commit, autoescape=True))
+            # A range, not LIKE 'abc%' (which SQLite matches without an index): the SHAs
+            # starting with a lowercase hex prefix are those from it up to it + "g".
+            clauses.append(_R.c.source_commit.between(self.commit, self.commit + "g"))
         return clauses
 
 

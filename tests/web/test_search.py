@@ -114,3 +114,35 @@ def test_a_label_search_pages_in_sql(client: httpx.Client, seeded: Seeded) -> No
     assert "37 resources · page 1 of 1" in html
     html = client.get("/resources?q=team=ml+bulk-0").text
     assert "5 resources" in html  # bulk-001 ... bulk-009, odd
+
+
+def test_a_commit_search_can_use_an_index_on_the_commit(seeded: Seeded) -> None:
+    """With the index proposed for state/ (tests/web/test_queries.py), the commit filter
+    is a range search on it, not a scan of the wide rows."""
+    from nodus_gitops.web import queries, search
+
+    store = seeded.store
+    with store._engine.begin() as conn:
+        conn.exec_driver_sql("CREATE INDEX ix_inventory_source_commit "
+                             "ON inventory (source_commit)")
+    seen: list[tuple[str, object]] = []
+
+    def record(conn: object, cursor: object, sql: str, params: object, *_: object) -> None:
+        if "source_commit" in sql and "count" in sql.lower():
+            seen.append((sql, params))
+
+    from sqlalchemy import event
+    event.listen(store._engine, "before_cursor_execute", record)
+    try:
+        q = search.ResourceSearch.from_params({"commit": [SHA1[:7]]})
+        records, total = queries.resources_page(store, q)
+    finally:
+        event.remove(store._engine, "before_cursor_execute", record)
+    assert total == 4 and {r.key.name for r in records} == {
+        "hello", "train-eval", "batch-size", BAD_NAME}
+    (sql, params), = seen
+    with store._engine.connect() as conn:
+        plan = [row[3] for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql, params)]
+    assert any(step.startswith("SEARCH inventory USING")
+               and "INDEX ix_inventory_source_commit (source_commit>? AND source_commit<?)"
+               in step for step in plan), plan
