@@ -220,3 +220,36 @@ def test_a_head_a_guard_refused_in_part_is_blocked(client: httpx.Client,
     ml = repos(client)["ml-team"]
     assert (ml["syncStatus"], ml["syncReason"]) == (
         "Blocked", "the head commit's sync: blocked: 1 created, 1 blocked")
+
+
+def test_the_overview_reads_no_wide_rows_with_the_proposed_indexes(seeded: Seeded) -> None:
+    """With the inventory indexes proposed for state/, every query of the Overview reads
+    a narrow index or the sync table, never the inventory's manifest and status JSON."""
+    from nodus_gitops.web import api
+    from sqlalchemy import event
+
+    from tests.web.test_queries import PROPOSED_INDEXES
+
+    store = seeded.store
+    with store._engine.begin() as conn:
+        for ddl in PROPOSED_INDEXES:
+            conn.exec_driver_sql(ddl)
+        conn.exec_driver_sql("ANALYZE")
+    seen: list[tuple[str, object]] = []
+
+    def record(conn: object, cursor: object, sql: str, params: object, *_: object) -> None:
+        if sql.lstrip().upper().startswith("SELECT") and "inventory" in sql:
+            seen.append((sql, params))
+
+    event.listen(store._engine, "before_cursor_execute", record)
+    try:
+        assert {r["id"] for r in api.repos(seeded.service)} == {"ml-team", "ops"}
+    finally:
+        event.remove(store._engine, "before_cursor_execute", record)
+    assert len(seen) == 2  # the totals and the ml-team budget
+    with store._engine.connect() as conn:
+        for sql, params in seen:
+            plan = [row[3] for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + sql,
+                                                           params)]
+            assert all("COVERING INDEX" in step for step in plan
+                       if step.startswith(("SCAN inventory", "SEARCH inventory"))), plan
