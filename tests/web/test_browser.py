@@ -242,6 +242,26 @@ def test_a_refresh_keeps_what_the_reader_focused_and_opened(fresh_site: tuple[st
     assert site_page.evaluate("document.activeElement.textContent") == "Status"
 
 
+def test_a_log_tail_follows_its_end_unless_the_reader_scrolled_up(
+        fresh_site: tuple[str, Seeded], site_page: Any) -> None:
+    url, s = fresh_site
+    logs = s.local_root / PROJECT / "hello" / "logs"
+    site_page.goto(f"{url}/resources/Job/{PROJECT}/hello")
+    long_tail, short_tail = site_page.locator("pre.log").nth(0), site_page.locator("pre.log").nth(1)
+    at_end = "p => p.scrollTop + p.clientHeight >= p.scrollHeight - 4"
+    assert long_tail.evaluate(at_end)  # a tail opens at its end
+    long_tail.evaluate("p => { p.scrollTop = 100; }")  # the reader goes back up in one
+    with (logs / "0-2.log").open("a") as log:
+        log.write("one more step\n")
+    with (logs / "1-1.log").open("a") as log:  # and the other grows past its box
+        log.write("".join(f"index one, line {i}\n" for i in range(100)))
+    expect(long_tail).to_contain_text("one more step", timeout=8000)
+    expect(short_tail).to_contain_text("index one, line 99", timeout=8000)
+    assert long_tail.evaluate("p => p.scrollTop") == 100
+    assert short_tail.evaluate("p => p.scrollHeight > p.clientHeight")
+    assert short_tail.evaluate(at_end)
+
+
 LIVE_PAGES = ("/", "/resources", "/history", f"/resources/Job/{PROJECT}/hello",
               f"/resources/Pipeline/{PROJECT}/train-eval",
               f"/resources/Sweep/{PROJECT}/batch-size")

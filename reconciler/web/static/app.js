@@ -144,7 +144,7 @@
   function carryScroll(old) {
     var kept = [];
     [old].concat(Array.prototype.slice.call(old.querySelectorAll("*"))).forEach(function (el) {
-      if (el.scrollTop || el.scrollLeft) {
+      if (el.scrollTop || el.scrollLeft || el.matches("pre.log")) {  // a tail: even unscrolled
         kept.push({ path: pathFrom(old, el), top: el.scrollTop, left: el.scrollLeft,
           atEnd: el.scrollTop + el.clientHeight >= el.scrollHeight - 4 });
       }
