@@ -16,6 +16,7 @@ from nodus_gitops.web.html import (
     layout,
     path,
     phase_badge,
+    table,
     tag,
     with_query,
 )
@@ -206,10 +207,8 @@ def resources(service: Service, params: dict[str, list[str]]) -> tuple[int, byte
     if q.page < pages:
         nav.append(tag("a", "next ›", href=with_query("/resources", q.params(page=q.page + 1)),
                        rel="next"))
-    rows = tag("tbody", *(resource_row(r, urls) for r in records), data_live="resources-rows")
-    body = [search_box(q), form,
-            tag("table", tag("thead", tag("tr", *(tag("th", h) for h in headers))), rows,
-                class_="resources"),
+    rows = [resource_row(r, urls) for r in records]
+    body = [search_box(q), form, table(headers, rows, live="resources-rows", class_="resources"),
             tag("nav", *nav, class_="pager", data_live="resources-pager")]
     if not records:
         body.insert(2, tag("p", "No resources match.", class_="muted"))
