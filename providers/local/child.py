@@ -16,7 +16,8 @@ command itself without a sandbox), in this order:
    single file beyond the output cap);
 3. drop to the run user (groups, gid, uid): bubblewrap then starts unprivileged;
 4. enter a Landlock domain of the run's own (`landlock`), where the kernel can scope one:
-   no abstract Unix socket or process outside the run is reachable from it;
+   no abstract Unix socket or process outside the run is reachable from it (a gang's
+   ranks are forked in their gang's domain already, `gangspace`, and keep it);
 5. die with the supervisor (PR_SET_PDEATHSIG, set after the drop, which clears it).
 
 Every staged path is opened without following a symbolic link at any component: the
@@ -143,15 +144,18 @@ def make_preexec(
     address_space: int | None = None,
     file_size: int | None = None,
     filesystems: Sequence[tuple[str, str]] = (),
+    own_domain: bool = True,
 ) -> Callable[[], None]:
     """The function the forked child runs before exec. `user` is None when the run
-    keeps the reconciler's user (no sandbox, or a reconciler that is not root)."""
+    keeps the reconciler's user (no sandbox, or a reconciler that is not root);
+    `own_domain` is False for a gang's rank, forked already in its gang's domain."""
     parent = os.getpid()
     procs = str(cgroup / "cgroup.procs") if cgroup else None
     sources = list(stage)
     fs = list(filesystems)
     foreign = runfs.foreign_mounts(sources) if sources else []  # read here, not in the child
-    scoped = user is not None and landlock.scoping() is None  # contained, and it can be
+    # contained, not in its gang's domain already, and the kernel can scope one
+    scoped = own_domain and user is not None and landlock.scoping() is None
 
     def preexec() -> None:
         try:

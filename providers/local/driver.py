@@ -27,6 +27,7 @@ from nodus_gitops.providers.jsonfiles import read_json, write_json
 from nodus_gitops.providers.local import (
     diskuse,
     gang,
+    gangspace,
     jobstate,
     launch,
     limits,
@@ -107,7 +108,8 @@ class JobDriver:
     def _job_dirs(self) -> list[Path]:
         """What the Job writes, as the disk cap counts it."""
         run = self.run
-        return [run.outputs, run.run_outputs, run.state, run.work, run.units, run.source]
+        return [run.outputs, run.run_outputs, run.state, run.work, run.units, run.source,
+                run.gang_shm]
 
     @property
     def checkpoints(self) -> int:
@@ -174,6 +176,8 @@ class JobDriver:
     def _finish(self, phase: Phase, now: float, reason: str | None = None,
                 message: str | None = None) -> None:
         jobstate.finish(self.st, phase, now, reason, message)
+        if self.gang:
+            self.gang.empty_shm()
         self.pending = []
         self.dirty = True
         self.event(phase.value, message or phase.value, warning=phase is Phase.FAILED)
@@ -515,6 +519,8 @@ class JobDriver:
     def close(self) -> None:
         """The Job is finished: unmount its filesystem (a read-only mount is made again
         when its outputs are read) and give back what it had registered."""
+        if self.gang:
+            self.gang.release_space()
         self.unmount()
         diskuse.release(self.root, self.uid)
         me = os.getpid()
@@ -569,7 +575,10 @@ class JobDriver:
         return f"rank {index}" if self.gang else f"index {index}"
 
     def spawn(self, index: int, lease: runs.Lease | None, now: float,
-              gang: dict[str, str] | None = None, count_attempt: bool = True) -> None:
+              gang: dict[str, str] | None = None, count_attempt: bool = True,
+              space: gangspace.Space | None = None) -> None:
+        """Start a run of `index`; a gang's rank (`gang`, its environment) starts in
+        its gang's `space` with the gang's /dev/shm."""
         st = self.st
         attempt = st["indexAttempts"].get(str(index), 0) + 1
         self._drop_run_outputs(index)  # left by a run lost with its supervisor
@@ -581,7 +590,9 @@ class JobDriver:
         real_gpus = [s.index for s in lease.slots if not s.simulated] if lease else []
         started = launch.build(self.spec, self.run, self.place, index, attempt,
                                lease.visible_devices if lease else "", gpu_indexes=real_gpus,
-                               pass_env=tuple(self.settings["passEnv"]), gang=gang)
+                               pass_env=tuple(self.settings["passEnv"]), gang=gang,
+                               share_net=True if space and space.network else None,
+                               shm=str(self.run.gang_shm) if gang else None)
         run = runs.start(
             started, index=index, attempt=attempt, rate=self._rate_of(lease),
             log_path=self.run.log_for(index, attempt),
@@ -590,7 +601,8 @@ class JobDriver:
             lease=lease, cgroup_parent=self.cgroup_parent, memory_limit=self.spec.memory_limit,
             cgroup_name=f"{self.uid}-{index}-{attempt}",
             max_log_bytes=int(self.settings["maxLogBytes"]),
-            max_file_bytes=self.max_output + 1)  # a file can pass the cap, not much more
+            max_file_bytes=self.max_output + 1,  # a file can pass the cap, not much more
+            own_domain=not (space and space.domain))
         self.active[index] = run
         st["indexAttempts"][str(index)] = attempt
         st["attempts"] += 1 if count_attempt else 0

@@ -6,17 +6,21 @@ index: it starts only once every rank has its GPU slots, all ranks start in the 
 pass, one rank failing stops the others (each gets its grace period) and the whole
 gang starts again, fresh, while backoffLimit allows; the Job succeeds when every rank
 has succeeded. Rank 0's outputs are the Job's own; rank r's are stored under `rank-<r>/`.
+The ranks share one /dev/shm, one Landlock domain and, with `network: none`, one loopback
+(`gangspace`), as processes of one host do under torchrun.
 """
 
 from __future__ import annotations
 
 import bisect
+import contextlib
+import os
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nodus_gitops.floor.phases import Phase, Reason, is_terminal
-from nodus_gitops.providers.local import launch
+from nodus_gitops.providers.local import gangspace, jobstate, landlock, launch
 from nodus_gitops.providers.local.outputs import merge
 from nodus_gitops.providers.local.spec import OUTPUTS_MOUNT, Output
 
@@ -55,6 +59,7 @@ class Gang:
         self.attempts: dict[int, int] = {}  # the attempt each succeeded rank ran
         self.fresh = False  # the next start follows a failure: no rank keeps its state
         self.teardown_deadline: float | None = None
+        self.space: gangspace.Space | None = None  # what the running ranks share
         # the gang is one index: it is complete, or every rank runs (again)
         done = 0 in driver.st["completedIndexes"]
         driver.completed = set(self.ranks) if done else set()
@@ -78,6 +83,7 @@ class Gang:
         if d.active:
             self._tear_down(now)
             return
+        self.release_space()
         if not d.pending:
             return
         self._restart_whole()
@@ -93,16 +99,50 @@ class Gang:
             return
         port = free_port()
         d.pending = []
-        for rank in self.ranks:
-            d.spawn(rank, leases[rank], now, gang=launch.gang_environment(rank, self.nodes, port),
-                    count_attempt=rank == 0)
+        self.empty_shm()
+        d.run.make_gang_shm(d.sandbox.user)
+        box = d.place.sandbox if d.place is not None else None
+        contained = box is not None and box.contained
+
+        def start_ranks(space: gangspace.Space) -> None:
+            for rank in self.ranks:
+                d.spawn(rank, leases[rank], now, count_attempt=rank == 0, space=space,
+                        gang=launch.gang_environment(rank, self.nodes, port))
+
+        space = self.space = gangspace.start_in_space(
+            start_ranks, scope=contained and landlock.scoping() is None,
+            own_network=contained and box.network != "shared")  # type: ignore[union-attr]
         attempt = d.st["indexAttempts"].get("0", 1)
         d.event("GangStarted", f"{self.nodes} ranks started together (attempt {attempt}), "
-                f"rendezvous at 127.0.0.1:{port}")
-        box = d.place.sandbox if d.place is not None else None
-        if box is not None and box.contained and box.network != "shared":
-            d.event("GangIsolated", "the local backend's network is none: each rank has a "
-                    "loopback of its own and cannot reach MASTER_ADDR of rank 0", warning=True)
+                f"rendezvous at 127.0.0.1:{port}"
+                + (", on a loopback of the gang's own" if space.network else ""))
+        if contained and box.network != "shared" and not space.network:  # type: ignore[union-attr]
+            d.event("GangIsolated", "the local backend's network is none and "
+                    + "; ".join(space.problems) + ": each rank has a loopback of its own "
+                    "and cannot reach MASTER_ADDR of rank 0", warning=True)
+        elif space.problems:
+            d.event("GangNotShared", "; ".join(space.problems) + ": each rank is a Landlock "
+                    "domain of its own and cannot reach another rank's abstract Unix sockets",
+                    warning=True)
+
+    def release_space(self) -> None:
+        """No rank runs any more: the thread that started them may end."""
+        if self.space is not None:
+            self.space.release()
+            self.space = None
+
+    def empty_shm(self) -> None:
+        """What the ranks left in their /dev/shm: gone when the gang starts and ends."""
+        try:
+            entries = list(os.scandir(self.d.run.gang_shm))
+        except (FileNotFoundError, NotADirectoryError):
+            return
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                jobstate.remove_tree(Path(entry.path))
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.path)
 
     def _restart_whole(self) -> None:
         """Nothing runs and the gang is not complete: every rank starts (again). Ranks

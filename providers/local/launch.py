@@ -117,6 +117,8 @@ def build(
     host_env: dict[str, str] | None = None,
     pass_env: tuple[str, ...] = (),
     gang: dict[str, str] | None = None,
+    share_net: bool | None = None,
+    shm: str | None = None,
 ) -> Launch:
     env = environment(spec, run, place, index, attempt, visible_devices,
                       dict(os.environ) if host_env is None else host_env, pass_env, gang)
@@ -127,6 +129,7 @@ def build(
     mounts = sandbox.run_mounts(place.mounts, run.run_outputs_for(index, attempt), checkpoints)
     argv, stage = sandbox.bwrap_argv(place.sandbox, mounts, cwd=place.working_dir,
                                      tmp_bytes=spec.memory,
-                                     devices=sandbox.gpu_devices(list(gpu_indexes)))
+                                     devices=sandbox.gpu_devices(list(gpu_indexes)),
+                                     share_net=share_net, shm=shm)
     return Launch([*argv, "--", *spec.command], env, "/", tuple(stage), True,
                   place.filesystems if stage else ())

@@ -14,7 +14,8 @@ appended one JSON object a line.
     logs/<index>-<attempt>.log       the last KEPT_ATTEMPTS attempts of each index
     sandbox/<index>-<attempt>.json   bubblewrap's status: the run's PID namespace
     disk/files/      everything the Job writes: outputs/ state/<index>/ work/ source/
-                     units/<index>-<attempt>.jsonl, run-outputs/<index>-<attempt>/; the
+                     units/<index>-<attempt>.jsonl, run-outputs/<index>-<attempt>/,
+                     gang-shm/ (a gang's /dev/shm); the
                      mount point of the Job's own filesystem when it has one (`runfs`),
                      else a plain directory
 
@@ -171,6 +172,11 @@ class RunDir:
         return self.files / "run-outputs"
 
     @property
+    def gang_shm(self) -> Path:
+        """The /dev/shm every rank of a gang shares (`gangspace`)."""
+        return self.files / "gang-shm"
+
+    @property
     def sandboxes(self) -> Path:
         return self.path / "sandbox"
 
@@ -219,6 +225,9 @@ class RunDir:
             _owned_dir(path, user)
         self.run_outputs.mkdir(mode=0o700, exist_ok=True)
         _owned_dir(self.run_outputs_for(index, attempt), user)
+
+    def make_gang_shm(self, user: RunUser) -> None:
+        _owned_dir(self.gang_shm, user)
 
     def prune_attempts(self, index: int, attempt: int, keep: int = KEPT_ATTEMPTS) -> bool:
         """Remove the log, sandbox record and units file of `index`'s attempts before the

@@ -330,6 +330,7 @@ def start(
     cgroup_name: str,
     max_log_bytes: int,
     max_file_bytes: int | None,
+    own_domain: bool = True,
 ) -> Run:
     """Start one run; a run that cannot be started becomes one that exited 127 with
     the reason in its log."""
@@ -348,7 +349,7 @@ def start(
     contained = launch.contained
     preexec = child.make_preexec(user=user if contained else None, stage=launch.stage,
                                  cgroup=cgroup, address_space=rlimit, file_size=max_file_bytes,
-                                 filesystems=launch.filesystems)
+                                 filesystems=launch.filesystems, own_domain=own_domain)
     try:
         try:
             if contained:

@@ -8,14 +8,16 @@ its supervisor. Its root is a fresh tmpfs holding only:
   the parts of /etc that programs need (no shadow, no sudoers, no host keys), the
   Python the supervisors run (and the one each mapped image was made from);
 - a /proc and /dev of its own, a private /tmp and /dev/shm (each at most
-  resources.memory); the root and /dev themselves are read-only;
+  resources.memory; the ranks of a gang share their gang's /dev/shm, `gangspace`);
+  the root and /dev themselves are read-only;
 - its own /nodus/outputs (empty when it starts), its Job's /nodus/work, its index's
   checkpoint directories at recovery.checkpointPaths (/nodus/state), the units
   file directory, the source checkout, the `nodus` shim read-only, and read-only
   /nodus/inputs/<name>.
 
 Each run is its own Landlock domain where the kernel can scope one (`landlock`): its
-processes reach each other's abstract Unix sockets, never another run's or the host's.
+processes reach each other's abstract Unix sockets, never another run's or the host's
+(the ranks of a gang share one domain and, with `network: none`, one loopback).
 
 Nothing of the state directory, the config, the repository mirror or other runs is
 mounted, and the run's own PID namespace shows no process of the host. The program
@@ -145,20 +147,23 @@ def bwrap_argv(
     devices: list[str] = (),  # type: ignore[assignment]
     share_net: bool | None = None,
     scratch: tuple[tuple[str, int], ...] = (),
+    shm: str | None = None,
 ) -> tuple[list[str], list[str]]:
     """(bubblewrap's argv up to its `--`, the host paths the child stages for it).
 
     Sources are staged when the child drops from root to the run user (they may lie
     where that user cannot go); the argv then names their staged paths. `scratch` adds
-    tmpfs mounts (path, bytes). The root and /dev, tmpfs without a size, are remounted
-    read-only last: only /tmp, /dev/shm, the scratch mounts and the writable binds take
-    what a run writes."""
+    tmpfs mounts (path, bytes); `shm` is a host directory bound at /dev/shm instead of
+    a tmpfs of the run's own (a gang's, `gangspace`). The root and /dev, tmpfs without
+    a size, are remounted read-only last: only /tmp, /dev/shm, the scratch mounts and
+    the writable binds take what a run writes."""
     assert sandbox.bwrap is not None
     net = sandbox.network == "shared" if share_net is None else share_net
     tmp = str(max(tmp_bytes, 1 << 20))
     argv = [sandbox.bwrap, "--unshare-all", *(["--share-net"] if net else []),
             "--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev",
-            "--size", tmp, "--tmpfs", "/dev/shm", "--size", tmp, "--tmpfs", RUN_TMP,
+            *([] if shm else ["--size", tmp, "--tmpfs", "/dev/shm"]),
+            "--size", tmp, "--tmpfs", RUN_TMP,
             *runtime_args()]
     stage: list[str] = []
 
@@ -176,6 +181,8 @@ def bwrap_argv(
     # cover the Job's own /nodus/outputs, /nodus/state and the shim.
     for m in sorted(mounts, key=lambda m: m.dest.rstrip("/").count("/")):
         argv += ["--bind" if m.writable else "--ro-bind", source(m.source), m.dest]
+    if shm:
+        argv += ["--bind", source(shm), "/dev/shm"]
     for dev in devices:
         argv += ["--dev-bind-try", dev, dev]
     for path, size in scratch:

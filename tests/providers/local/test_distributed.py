@@ -102,7 +102,7 @@ def test_one_rank_failing_fails_the_gang(local):
 
 # Rank 1 fails on the gang's first attempt only; every rank counts its attempts.
 FAILS_ONCE = """
-import os, sys
+import os, sys, time
 rank, tries = os.environ["RANK"], "tries-" + os.environ["RANK"]
 os.makedirs(tries, exist_ok=True)
 n = len(os.listdir(tries))
@@ -110,9 +110,11 @@ open(os.path.join(tries, str(n)), "w").close()
 print("attempt", n, "state", sorted(os.listdir(os.environ["NODUS_CHECKPOINT_DIR"])), flush=True)
 open(os.path.join(os.environ["NODUS_CHECKPOINT_DIR"], "step"), "w").write("1")
 if rank == "1" and n == 0:
+    while not os.path.isdir("tries-0") or not os.listdir("tries-0"):  # rank 0 counted its try
+        time.sleep(0.02)
     sys.exit(1)
 if n == 0:
-    import time; time.sleep(60)
+    time.sleep(60)
 """
 
 
@@ -260,7 +262,7 @@ def test_a_suspended_gang_resumes_every_rank_together(local):
         assert "resumes from saved" in local.log(k, rank), local.log(k, rank)
 
 
-def test_a_gang_without_a_network_is_told_it_cannot_rendezvous(local_factory):
+def test_a_gang_without_a_network_shares_one_loopback(local_factory):
     from tests.providers.local.conftest import HAS_BWRAP
 
     if not HAS_BWRAP:
@@ -268,7 +270,11 @@ def test_a_gang_without_a_network_is_told_it_cannot_rendezvous(local_factory):
 
         pytest.skip("network: none needs bubblewrap, which is not installed")
     local = local_factory(network="none")
-    k = local.create("gang-alone", "pass", distributed={"nodes": 2})
-    assert local.wait(k, timeout=30).phase == "Succeeded"
-    isolated = [e for e in local.run(k).read_events() if e["reason"] == "GangIsolated"]
-    assert len(isolated) == 1 and isolated[0]["type"] == "Warning", isolated
+    k = local.create("gang-alone", RENDEZVOUS, distributed={"nodes": 2})
+    done = local.wait(k, timeout=30)
+    assert done.phase == "Succeeded", (done, local.run(k).read_events())
+    assert "peers [1]" in local.log(k, 0)
+    events = local.run(k).read_events()
+    assert not [e for e in events if e["reason"] == "GangIsolated"], events
+    started = [e for e in events if e["reason"] == "GangStarted"]
+    assert "a loopback of the gang's own" in started[0]["message"], started
