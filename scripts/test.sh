@@ -12,6 +12,9 @@ command -v bwrap >/dev/null || need_apt+=(bubblewrap)
 command -v openssl >/dev/null || need_apt+=(openssl)
 command -v setpriv >/dev/null || need_apt+=(util-linux)
 command -v chromium >/dev/null || need_apt+=(chromium)
+# zsh and fish: the completion scripts are run in each shell, not only in bash.
+command -v zsh >/dev/null || need_apt+=(zsh)
+command -v fish >/dev/null || need_apt+=(fish)
 if [ ${#need_apt[@]} -gt 0 ]; then
   bash scripts/apt-get.sh update -qq
   bash scripts/apt-get.sh install -y -qq "${need_apt[@]}" >/dev/null

@@ -22,7 +22,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 "hosts")),
     ("top", ("checks", "web", "sdk", "output", "logging_setup")),
     ("root", ("wiring", "backends")),
-    ("entry", ("cli", "commands", "job_views", "__main__", "__init__")),
+    ("entry", ("cli", "commands", "job_views", "locations", "completion", "cli_reference",
+               "__main__", "__init__")),
 )
 RANK = {name: rank for rank, (_layer, names) in enumerate(LAYERS) for name in names}
 LAYER_OF = {name: layer for layer, names in LAYERS for name in names}
