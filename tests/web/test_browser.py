@@ -369,7 +369,13 @@ def test_a_failing_read_is_said_until_one_succeeds(site: tuple[str, Seeded],
     note = site_page.get_by_role("status").filter(has_text="connection lost, retrying")
     expect(note).to_be_visible(timeout=8000)
     site_page.unroute("**/history")
-    expect(note).to_have_count(0, timeout=8000)
+    site_page.route("**/history", lambda route: route.fulfill(status=503, body="busy"))
+    refused = site_page.get_by_role("status").filter(
+        has_text="the server answered HTTP 503, retrying")
+    expect(refused).to_be_visible(timeout=8000)
+    site_page.unroute("**/history")
+    expect(refused).to_have_count(0, timeout=8000)
+    expect(site_page.locator("#connection")).to_be_hidden()
     site_page.errors.clear()  # the aborted requests log network errors
 
 
