@@ -407,6 +407,35 @@ def test_times_are_in_the_viewers_zone_with_a_relative_hint(
         context.close()
 
 
+# Text nodes outside <time> (and outside files and logs, which are shown as they are)
+# that look like a moment: a date and a time of day.
+LOOSE_DATES = r"""() => {
+  const walk = document.createTreeWalker(document.querySelector('main'), NodeFilter.SHOW_TEXT);
+  const loose = [];
+  while (walk.nextNode()) {
+    const node = walk.currentNode;
+    const moment = /\d{4}-\d\d-\d\d[T ]\d\d:\d\d/.test(node.textContent);
+    if (moment && !node.parentElement.closest('time, pre')) loose.push(node.textContent);
+  }
+  return loose;
+}"""
+
+
+def test_every_page_writes_times_one_way(site: tuple[str, Seeded], browser: Any) -> None:
+    url, _ = site
+    context = browser.new_context(timezone_id="Asia/Kolkata", locale="en-US")
+    page = context.new_page()
+    try:
+        for where in (*LIVE_PAGES, "/repos/ml-team", "/syncs/1", "/syncs/2"):
+            page.goto(url + where)
+            assert page.evaluate(LOOSE_DATES) == [], where
+            texts = page.locator("main time[datetime]").all_text_contents()
+            assert all(TIME_TEXT.match(t) for t in texts), (where, texts)
+            assert all(" GMT+5:30 · " in t for t in texts), (where, texts)
+    finally:
+        context.close()
+
+
 BAD_CLASSES = ("phase-failed", "phase-error", "phase-invalid", "phase-blocked",
                "phase-partial", "phase-failure")
 
