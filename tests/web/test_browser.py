@@ -188,6 +188,8 @@ def test_a_new_resource_appears_without_reload(fresh_site: tuple[str, Seeded],
     expect(site_page.locator(f'tr[data-key="Job/{PROJECT}/arrived-later"]')).to_be_visible(
         timeout=8000)
     expect(rows).to_have_count(7)
+    assert site_page.locator("tr.arrived").evaluate_all("rs => rs.map(r => r.dataset.key)") == [
+        f"Job/{PROJECT}/arrived-later"]  # marked as new, the others not
     expect(site_page.locator('[data-field="total"]')).to_contain_text("7 resources")
     assert site_page.evaluate("document.activeElement.textContent") == "hello"
 

@@ -194,6 +194,20 @@
     if (moved) { window.scrollBy(0, moved); }
   }
 
+  function markArrivals(old, node) {
+    // Rows (or cards) that were not there before are marked for a moment (app.css).
+    var selector = NAMES.slice(1).map(function (n) { return "[" + n + "]"; }).join(",");
+    var before = {};
+    Array.prototype.forEach.call(old.querySelectorAll(selector), function (el) {
+      before[NAMES.slice(1).map(function (n) { return el.getAttribute(n); }).join("|")] = 1;
+    });
+    Array.prototype.forEach.call(node.querySelectorAll(selector), function (el) {
+      if (!before[NAMES.slice(1).map(function (n) { return el.getAttribute(n); }).join("|")]) {
+        el.classList.add("arrived");
+      }
+    });
+  }
+
   function swap(doc) {
     var place = firstNamedInView();
     var fresh = {};
@@ -208,6 +222,7 @@
       var node = document.adoptNode(next);
       lastSource.set(node, source);
       formatTimes(node);
+      markArrivals(old, node);
       var restoreFocus = carryFocus(old, node);
       var restoreScroll = carryScroll(old);
       old.replaceWith(node);
