@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import pygit2
@@ -26,9 +26,11 @@ import yaml
 from nodus_gitops.floor.budgets import Budget, budgets_from_settings
 from nodus_gitops.floor.errors import ConfigError, refuse_unknown_settings
 from nodus_gitops.floor.quantities import DurationError, duration
-from nodus_gitops.hosts.github_app import GitHubApp, git_credentials
 from nodus_gitops.hosts.urls import split_repo_url
 from nodus_gitops.source import Credentials, split_userinfo
+
+if TYPE_CHECKING:  # the App's client (httpx, PyJWT) loads only for a config that has one
+    from nodus_gitops.hosts.github_app import GitHubApp
 
 ENV_PREFIX = "NODUS_GITOPS_"
 DEFAULT_STATE_DIR = ".nodus-gitops"
@@ -84,6 +86,8 @@ class Binding:
         A credentials setting wins over user-info in the URL, as it always did in the Git
         source: the setting is what a user changes when authentication fails."""
         if self.github_app is not None and self.url.startswith(("https://", "http://")):
+            from nodus_gitops.hosts.github_app import git_credentials
+
             _check_app_host(self.github_app, self.url, f"repo binding {self.id!r}")
             return git_credentials(self.github_app, split_repo_url(self.url)[1])
         if self.credentials_file:
@@ -279,8 +283,11 @@ def load_settings(config_file: str | None = None, *, environ: Mapping[str, str] 
     raw: dict[str, Any] = {}
     if config_file:
         raw = _read_config(config_file)
-    github_app = GitHubApp.from_settings(raw["githubApp"], environ) \
-        if raw.get("githubApp") is not None else None
+    github_app = None
+    if raw.get("githubApp") is not None:
+        from nodus_gitops.hosts.github_app import GitHubApp
+
+        github_app = GitHubApp.from_settings(raw["githubApp"], environ)
     budgets = budgets_from_settings(raw.get("budgets"))
     state_dir = environ.get(f"{ENV_PREFIX}HOME") or raw.get("stateDir") or DEFAULT_STATE_DIR
     settings = Settings(
