@@ -182,6 +182,11 @@ class SlurmClient:
         """Every job slurmctld knows (for finding a job by name after a crash)."""
         return [Task.from_json(j) for j in self._request("GET", "/jobs").get("jobs") or []]
 
+    def partitions(self) -> list[dict[str, Any]]:
+        """Every partition as slurmctld describes it (name, flags, node counts)."""
+        return [p for p in self._request("GET", "/partitions").get("partitions") or []
+                if isinstance(p, dict)]
+
     def cancel(self, job_id: int | str) -> None:
         """Cancel a job, an array (all its tasks) or one task; already gone is success."""
         try:

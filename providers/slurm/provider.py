@@ -48,7 +48,7 @@ from nodus_gitops.providers.local.observe import rfc3339
 from nodus_gitops.providers.local.outputs import OutputError, collect, copy_recorded
 from nodus_gitops.providers.local.spec import JobSpec, Output, parse_workload
 from nodus_gitops.providers.logfiles import attempts, read_log
-from nodus_gitops.providers.slurm import gpus, observe, runs, submit
+from nodus_gitops.providers.slurm import gangfit, gpus, observe, runs, submit
 from nodus_gitops.providers.slurm.client import SlurmClient, SlurmRequestError
 from nodus_gitops.providers.slurm.config import SlurmConfig
 from nodus_gitops.providers.slurm.jobdir import JobDir, read_json, write_json
@@ -329,8 +329,14 @@ class SlurmProvider(Estimates, HasLogs, HasOutputs, Suspends, ExpiresFinished, H
             if self._adopt(doc):  # slurmctld made the job and failed it at once
                 self.client.cancel(doc["submissions"][-1]["jobId"])
             doc["intent"] = None
-            self._finish(doc, Phase.FAILED, Reason.CAPACITY_UNAVAILABLE,
-                         f"the cluster cannot run this Job: {exc}", now)
+            if spec.distributed:  # the platform's words for a gang that cannot be placed
+                message, fix = gangfit.refusal(spec, body.get("partition"),
+                                               self._partitions())
+                self._finish(doc, Phase.FAILED, Reason.CAPACITY_UNAVAILABLE, message, now)
+                doc["result"].update(fix=fix, slurm=str(exc))
+            else:
+                self._finish(doc, Phase.FAILED, Reason.CAPACITY_UNAVAILABLE,
+                             f"the cluster cannot run this Job: {exc}", now)
             jd.write(doc)
             return
         self._record_submission(doc, intent, job_id)
@@ -426,6 +432,13 @@ class SlurmProvider(Estimates, HasLogs, HasOutputs, Suspends, ExpiresFinished, H
         elif phase not in (Phase.SUSPENDED, Phase.SUSPENDING) and doc.get("suspendedSince"):
             doc["suspendedSeconds"] = observe.suspended_seconds(doc, now)
             doc["suspendedSince"] = None
+
+    def _partitions(self) -> list[dict[str, Any]]:
+        """The cluster's partitions, or none where it cannot say now."""
+        try:
+            return self.client.partitions()
+        except ProviderError:
+            return []
 
     def _finish(self, doc: dict[str, Any], phase: str, reason: str | None,
                 message: str | None, when: float) -> None:

@@ -118,11 +118,23 @@ def test_one_rank_failing_fails_the_gang_wrapper(slurm):
 
 
 def test_a_gang_larger_than_the_cluster_fails_with_capacity_unavailable(slurm):
+    """The platform's reason, message and fix, never Slurm's own words: the test cluster
+    has one node in each partition."""
     k = slurm.create("too-wide", "pass", distributed={"nodes": 2})
     o = slurm.wait(k, lambda o: o.phase in (Phase.FAILED, Phase.SUCCEEDED), timeout=60)
     assert o.phase == Phase.FAILED and o.reason == "CapacityUnavailable", o
-    assert "node" in o.message, o.message
-
+    assert o.message == ("the gang needs 2 nodes at once (one rank on each, CPU only); "
+                         "partition debug has 1 node"), o.message
+    assert o.fix == ("lower spec.distributed.nodes (or gpusPerNode), or run the Job on a "
+                     "cluster with at least 2 such nodes"), o.fix
+    assert "slurm" not in o.message.lower() and "slurm" not in o.fix.lower()
+    # over several partitions (regions), with GPUs on each node
+    k = slurm.create("too-wide-gpus", "pass", distributed={"nodes": 3}, resources={"gpu": "L4"},
+                     placement={"regions": ["us", "eu"]})
+    o = slurm.wait(k, lambda o: o.phase in (Phase.FAILED, Phase.SUCCEEDED), timeout=60)
+    assert (o.phase, o.reason) == (Phase.FAILED, "CapacityUnavailable"), o
+    assert o.message == ("the gang needs 3 nodes at once (one rank on each, L4 x1); "
+                         "partitions debug, eu have at most 1 node"), o.message
 
 
 def test_fields_slurm_cannot_honour_are_in_the_status(slurm):
