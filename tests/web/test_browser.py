@@ -203,6 +203,24 @@ def test_a_new_resource_appears_without_reload(fresh_site: tuple[str, Seeded],
     assert site_page.evaluate("window.__notReloaded") is True
 
 
+def test_a_pipeline_page_follows_its_stages(fresh_site: tuple[str, Seeded],
+                                            site_page: Any) -> None:
+    url, s = fresh_site
+    key = ResourceKey("Pipeline", PROJECT, "train-eval")
+    site_page.goto(f"{url}/resources/Pipeline/{PROJECT}/train-eval")
+    site_page.evaluate("window.__notReloaded = true")
+    status = s.store.get_resource(key).status
+    stages = [dict(st, phase="Succeeded", completionTime="2025-01-02T03:09:06Z")
+              if st["name"] == "train" else st for st in status["stages"]]
+    s.store.update_status(key, "Running", None, None, None, {**status, "stages": stages},
+                          "0.05")
+    expect(site_page.locator('g.node[data-stage="train"]')).to_have_class(
+        "node phase-succeeded", timeout=8000)
+    expect(site_page.locator('tr[data-stage="train"] [data-field="phase"]')).to_have_text(
+        "Succeeded")
+    assert site_page.evaluate("window.__notReloaded") is True
+
+
 def test_a_refresh_keeps_the_readers_place(fresh_site: tuple[str, Seeded],
                                            site_page: Any) -> None:
     url, s = fresh_site
