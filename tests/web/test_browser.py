@@ -203,6 +203,19 @@ def test_a_new_resource_appears_without_reload(fresh_site: tuple[str, Seeded],
     assert site_page.evaluate("window.__notReloaded") is True
 
 
+def test_the_overview_counts_follow_new_resources(fresh_site: tuple[str, Seeded],
+                                                  site_page: Any) -> None:
+    url, s = fresh_site
+    site_page.goto(url + "/")
+    site_page.evaluate("window.__notReloaded = true")
+    counts = site_page.locator('section[data-binding="ml-team"] ul.counts')
+    expect(counts).not_to_contain_text("Queued")
+    _add_job(s, "arrived-later")  # Queued
+    queued = counts.locator("li").filter(has_text="Queued")
+    expect(queued.locator(".count")).to_have_text("1", timeout=8000)
+    assert site_page.evaluate("window.__notReloaded") is True
+
+
 def test_a_pipeline_page_follows_its_stages(fresh_site: tuple[str, Seeded],
                                             site_page: Any) -> None:
     url, s = fresh_site
