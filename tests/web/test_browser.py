@@ -203,6 +203,29 @@ def test_a_new_resource_appears_without_reload(fresh_site: tuple[str, Seeded],
     assert site_page.evaluate("window.__notReloaded") is True
 
 
+def test_a_page_behind_basic_auth_stays_live(tmp_path: Path, browser: Any,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DASHBOARD_PASSWORD", "pw-for-the-test")
+    s = seed(tmp_path / "state", dashboard={
+        "basicAuth": {"user": "ops", "passwordEnv": "DASHBOARD_PASSWORD"}})
+    url, stop = serve(s)
+    assert httpx.get(url + "/resources").status_code == 401
+    context = browser.new_context(http_credentials={"username": "ops",
+                                                    "password": "pw-for-the-test"})
+    page = context.new_page()
+    try:
+        page.goto(url + "/resources")
+        expect(page.locator("#live")).to_have_class("live ok", timeout=8000)
+        _add_job(s, "arrived-later")
+        expect(page.locator(f'tr[data-key="Job/{PROJECT}/arrived-later"]')).to_be_visible(
+            timeout=8000)
+        expect(page.locator("#connection")).to_be_hidden()
+    finally:
+        context.close()
+        stop()  # type: ignore[operator]
+        s.store.close()
+
+
 def test_the_overview_counts_follow_new_resources(fresh_site: tuple[str, Seeded],
                                                   site_page: Any) -> None:
     url, s = fresh_site
