@@ -127,11 +127,25 @@ def layout(title: str, body: Any, *, active: str = "", poll: str | None = None,
     return doc.encode()
 
 
+class HeaderCell(Safe):
+    """A column's `<th>` built by `th()`, which `table()` uses as it is."""
+
+    __slots__ = ()
+
+
+def th(content: Any, **attrs: Any) -> HeaderCell:
+    """A column header with attributes of its own: `aria_sort` belongs here, on the
+    header, not on the sort link inside it."""
+    return HeaderCell(tag("th", content, scope="col", **attrs))
+
+
 def table(headers: Iterable[Any], rows: Iterable[Any], *, live: str | None = None,
           **attrs: Any) -> Safe:
     """A table in its own horizontal scroller, so a wide table never widens the page.
-    `live` marks it (rows and headers) for app.js to replace with the fresh page's."""
-    head = tag("thead", tag("tr", *(tag("th", h, scope="col") for h in headers)))
+    `live` marks it (rows and headers) for app.js to replace with the fresh page's.
+    A header is content for its `<th>`, or a `th(...)`."""
+    head = tag("thead", tag("tr", *(h if isinstance(h, HeaderCell) else th(h)
+                                    for h in headers)))
     return tag("div", tag("table", head, tag("tbody", *rows), **attrs),
                class_="table-wrap", data_live=live)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from nodus_gitops.web.api import commit_url
-from nodus_gitops.web.html import Safe, definition_list, esc, layout, table, tag
+from nodus_gitops.web.html import Safe, definition_list, esc, layout, table, tag, th
 from nodus_gitops.web.redact import MASK, mask
 from nodus_gitops.web.svg import _axis
 
@@ -71,6 +71,9 @@ def test_table_scrolls_in_its_own_wrapper_and_can_be_live() -> None:
         '<div class="table-wrap"><table class="x"><thead><tr><th scope="col">A</th></tr>'
         "</thead><tbody><tr><td>1</td></tr></tbody></table></div>")
     assert table(["A"], [], live="rows").startswith('<div class="table-wrap" data-live="rows">')
+    sorted_by = table([th(tag("a", "Cost", href="?sort=cost"), aria_sort="ascending"), "B"], [])
+    assert ('<tr><th scope="col" aria-sort="ascending"><a href="?sort=cost">Cost</a></th>'
+            '<th scope="col">B</th></tr>') in sorted_by
     assert definition_list([("k", "<v>")], live="facts") == (
         '<dl data-live="facts"><dt>k</dt><dd>&lt;v&gt;</dd></dl>')
 
