@@ -9,6 +9,7 @@ stored remote URL, and never appear in messages or reprs.
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import hashlib
 import logging
@@ -331,6 +332,17 @@ class GitSource:
 
     def __repr__(self) -> str:
         return f"GitSource({self.url!r}, branch={self.branch!r}, path={str(self.path)!r})"
+
+    def reader(self) -> GitSource:
+        """This source on its own libgit2 handle, for reading commits and files from
+        another thread (the dashboard's) while this one fetches; nothing is fetched by it.
+        Raises SourceError when the mirror cannot be opened."""
+        twin = copy.copy(self)
+        try:
+            twin._repo = pygit2.Repository(str(self.path))
+        except (OSError, pygit2.GitError) as exc:
+            raise SourceError(f"cannot open the Git mirror {self.path}: {exc}") from None
+        return twin
 
     # -- the remote --------------------------------------------------------------------
 

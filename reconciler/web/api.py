@@ -163,9 +163,9 @@ def binding_object(service: Service, record: BindingRecord | None, binding_id: s
     applied = record.last_applied_commit if record else None
     state = overview_queries.sync_status(head, applied, head_sync)
     rolled = overview_queries.health(live if live is not None else {})
-    mirror = sync.source.path if sync else None
-    head_info, applied_info = overview_queries.COMMITS.read_many([(mirror, head),
-                                                                  (mirror, applied)])
+    source = sync.source if sync else None
+    head_info, applied_info = overview_queries.COMMITS.read_many([(source, head),
+                                                                  (source, applied)])
     budget = budget_object(service.store, sync.binding.budget if sync else None)
     return {
         "id": binding_id,

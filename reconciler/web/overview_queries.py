@@ -15,17 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from enum import StrEnum
-from pathlib import Path
 from typing import Any
 
-import pygit2
 from nodus_gitops.floor.budgets import Budget, period_start
+from nodus_gitops.floor.errors import SourceError
 from nodus_gitops.floor.phases import Phase
 from nodus_gitops.floor.results import SyncResult
-from nodus_gitops.source import CommitInfo
+from nodus_gitops.source import CommitInfo, GitSource
 from nodus_gitops.state.models import InventoryItem, Sync
 from nodus_gitops.state.records import SyncRecord
 from nodus_gitops.state.store import Store
@@ -181,50 +180,34 @@ def budget_spent(store: Store, budget: Budget, now: datetime) -> tuple[datetime,
 
 
 class CommitReader:
-    """Commits' message, author and time from bindings' Git mirrors.
-
-    It opens its own handle on a mirror rather than using the binding's GitSource: a
-    libgit2 handle must not be shared between threads, and the sync loop uses that one.
-    Commits never change, so what was read once is kept (misses are not: a later fetch
-    may bring the commit)."""
+    """Commits' message, author and time from bindings' Git mirrors, read through each
+    source's own `reader()` handle (the sync loop uses the binding's). Commits never
+    change, so what was read once is kept (misses are not: a later fetch may bring the
+    commit)."""
 
     def __init__(self) -> None:
         self._known: dict[tuple[str, str], CommitInfo] = {}
 
-    def read(self, mirror: Path | None, sha: str | None) -> CommitInfo | None:
-        """The commit `sha` in the mirror at `mirror`; None when it is not there (not
-        fetched yet, or the mirror does not exist)."""
-        if mirror is None or not sha:
+    def read(self, source: GitSource | None, sha: str | None) -> CommitInfo | None:
+        """The commit `sha` in `source`'s mirror; None when it is not there (not fetched
+        yet, or the mirror does not exist)."""
+        if source is None or not sha:
             return None
-        key = (str(mirror), sha)
+        key = (str(source.path), sha)
         if key in self._known:
             return self._known[key]
-        info = _read_commit(mirror, sha)
-        if info is not None:
-            if len(self._known) > 10_000:  # commits of long-gone heads
-                self._known.clear()
-            self._known[key] = info
+        try:
+            info = source.reader().commit_info(sha)
+        except SourceError:
+            return None
+        if len(self._known) > 10_000:  # commits of long-gone heads
+            self._known.clear()
+        self._known[key] = info
         return info
 
-    def read_many(self, wanted: Iterable[tuple[Path | None, str | None]]
+    def read_many(self, wanted: Iterable[tuple[GitSource | None, str | None]]
                   ) -> list[CommitInfo | None]:
-        return [self.read(mirror, sha) for mirror, sha in wanted]
-
-
-def _read_commit(mirror: Path, sha: str) -> CommitInfo | None:
-    if not (mirror / "HEAD").is_file():
-        return None
-    try:
-        repo = pygit2.Repository(str(mirror))
-        commit = repo[sha]
-    except (KeyError, ValueError, pygit2.GitError):
-        return None
-    if not isinstance(commit, pygit2.Commit):
-        return None
-    who = commit.author
-    moment = datetime.fromtimestamp(who.time, timezone(timedelta(minutes=who.offset)))
-    first_line = commit.message.split("\n", 1)[0].strip()
-    return CommitInfo(str(commit.id), who.name, who.email, first_line, moment)
+        return [self.read(source, sha) for source, sha in wanted]
 
 
 COMMITS = CommitReader()  # one per process: its entries are immutable facts

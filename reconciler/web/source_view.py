@@ -72,7 +72,8 @@ def read(service: Service, binding: str, commit: str | None, file: str | None) -
             prefix and not file.startswith(prefix + "/")):
         return f"{file} is not a manifest file under the binding's path"
     try:
-        content = sync.source.read_blobs(commit, [file])[file]
+        # its own handle: the sync loop uses the binding's source in another thread
+        content = sync.source.reader().read_blobs(commit, [file])[file]
     except SourceError as exc:
         return str(exc)
     if isinstance(content, Oversized):
