@@ -7,6 +7,7 @@ service and the parsed query and returns `(status, body, headers)`."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from contextlib import suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,7 +32,7 @@ from nodus_gitops.state.records import (
 )
 from nodus_gitops.web import logs, overview_queries, queries, search
 from nodus_gitops.web.html import with_query
-from nodus_gitops.web.redact import mask
+from nodus_gitops.web.redact import configured_secrets, mask, mask_events, mask_record
 from nodus_gitops.workloads.children import ChildJob, find_child
 
 if TYPE_CHECKING:
@@ -77,10 +78,10 @@ def _limit(params: Params, default: int, most: int) -> int:
     return int(text)
 
 
-def resource(r: Any, parent: dict[str, str] | None = None) -> dict[str, Any]:
-    out = resource_object(r, parent)
-    out["status"] = mask(out["status"])
-    return out
+def resource(r: Any, parent: dict[str, str] | None = None,
+             secrets: Iterable[str] = ()) -> dict[str, Any]:
+    """A resource's JSON object, masked as its page is (`secrets`: `configured_secrets`)."""
+    return resource_object(mask_record(r, secrets), parent)
 
 
 @dataclass(frozen=True)
@@ -269,7 +270,8 @@ def get_resources(service: Service, params: Params) -> Reply:
                      'rel="prev"')
     if links:
         headers["Link"] = ", ".join(links)
-    return 200, [resource(r) for r in records], headers
+    secrets = configured_secrets(service.settings)
+    return 200, [resource(r, secrets=secrets) for r in records], headers
 
 
 def get_resource(service: Service, params: Params, kind: str, project: str,
@@ -278,10 +280,11 @@ def get_resource(service: Service, params: Params, kind: str, project: str,
     if found is None:
         return 404, {"error": f"no resource {kind}/{project}/{name}"}, {}
     r = found.record
-    body = resource(r, found.parent)
+    secrets = configured_secrets(service.settings)
+    body = resource(r, found.parent, secrets)
     body.update({"binding": r.binding_id, "deleted": r.deleted, "updatedAt": _iso(r.updated_at),
-                 "manifest": mask(r.manifest),
-                 "events": [event_object(e) for e in found.events]})
+                 "manifest": mask(r.manifest, secrets),
+                 "events": [event_object(e) for e in mask_events(found.events, secrets)]})
     return 200, body, {}
 
 
@@ -291,7 +294,8 @@ def get_events(service: Service, params: Params) -> Reply:
         raise ValueError("kind, project and name: give all three, or none")
     key = ResourceKey(*parts) if all(parts) else None  # type: ignore[arg-type]
     events = service.store.list_events(key, limit=_limit(params, 100, 1000))
-    return 200, [event_object(e) for e in events], {}
+    secrets = configured_secrets(service.settings)
+    return 200, [event_object(e) for e in mask_events(events, secrets)], {}
 
 
 def get_logs(service: Service, params: Params, kind: str, project: str, name: str) -> Reply:

@@ -34,7 +34,7 @@ from nodus_gitops.web.html import (
     tag,
     with_query,
 )
-from nodus_gitops.web.redact import configured_secrets, mask
+from nodus_gitops.web.redact import configured_secrets, mask, mask_events, mask_record
 from nodus_gitops.workloads.children import find_child, was_created
 
 if TYPE_CHECKING:
@@ -347,9 +347,9 @@ def resource_page(service: Service, kind: str, project: str, name: str) -> tuple
     found = api.find(service, kind, project, name)
     if found is None:
         return 404, layout("Not found", tag("p", f"No resource {kind}/{project}/{name}."))
-    r = found.record
     secrets = configured_secrets(service.settings)
-    status = mask(r.status or {}, secrets)
+    r = mask_record(found.record, secrets)
+    status = r.status or {}
     binding = service.store.get_binding(r.binding_id)
     repo_url = url_without_userinfo(binding.url) if binding else None
     timing = record_timing(r)
@@ -386,7 +386,8 @@ def resource_page(service: Service, kind: str, project: str, name: str) -> tuple
     else:
         body += _job(service, r, status)
     body += [tag("h2", "Conditions"), tag("div", _conditions(status), data_live="conditions"),
-             tag("h2", "Events"), tag("div", _events(found.events), data_live="events"),
+             tag("h2", "Events"),
+             tag("div", _events(mask_events(found.events, secrets)), data_live="events"),
              tag("h2", "Manifest"), *_manifest(
                  service, r, repo_url, found.child.parent.key if found.child else None),
              tag("details", tag("summary", "Status"), _yaml(status), data_live="status")]

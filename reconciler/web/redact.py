@@ -24,12 +24,14 @@ import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 if TYPE_CHECKING:
     from nodus_gitops.config import Binding, Settings
+    from nodus_gitops.state.records import EventRecord, InventoryRecord
 
 MASK = "********"
 MIN_SECRET = 4
@@ -223,6 +225,21 @@ def mask(value: Any, secrets: Iterable[str] = ()) -> Any:
     """A copy of `value` with secret-looking environment values and every secret part of
     its strings hidden (`secrets`: the values the config names, `configured_secrets`)."""
     return Masker(secrets).value(value)
+
+
+def mask_record(r: InventoryRecord, secrets: Iterable[str] = ()) -> InventoryRecord:
+    """`r` with what a reader sees of it besides its manifest masked: reason, message,
+    fix and status (a backend's message may quote a URL with its password, a command
+    line with a token)."""
+    masker = Masker(secrets)
+    return replace(r, reason=masker.value(r.reason), message=masker.value(r.message),
+                   fix=masker.value(r.fix), status=masker.value(r.status))
+
+
+def mask_events(events: Iterable[EventRecord], secrets: Iterable[str] = ()) -> list[EventRecord]:
+    """The events with their messages masked."""
+    masker = Masker(secrets)
+    return [replace(e, message=masker.value(e.message)) for e in events]
 
 
 

@@ -40,16 +40,12 @@ def test_the_resource_page_hides_them_and_keeps_the_command(leaky: Seeded,
     assert "notify.py" in page and "--sign" in page and "LOG_LEVEL" in page
 
 
-@pytest.mark.xfail(strict=True, reason="detail.resource_page shows the record's message "
-                   "(and fix, and events' messages) unmasked")
 def test_the_resource_pages_message_hides_a_url_password(leaky: Seeded,
                                                          client: httpx.Client) -> None:
     page = html.unescape(client.get(f"/resources/Job/{PROJECT}/leaky").text)
     assert URL_PASSWORD not in page
 
 
-@pytest.mark.xfail(strict=True, reason="api.get_resource masks without the configured "
-                   "secrets (redact.configured_secrets) and leaves message unmasked")
 def test_the_api_document_hides_them(leaky: Seeded, client: httpx.Client) -> None:
     body = client.get(f"/api/v1/resources/Job/{PROJECT}/leaky").text
     for secret in ("sk-live-abc123def456", HOOK_SECRET, URL_PASSWORD):
