@@ -40,19 +40,6 @@ from nodus_gitops.web.server import start_server
 from nodus_gitops.wiring import build_service
 
 TARGETS_MS = {10_000: 200.0, 100_000: 500.0}
-# The inventory indexes the dashboard's queries need (proposed for state/models.py and a
-# migration; tests/web/test_queries.py holds the same list and checks the query plans).
-# `--proposed-indexes` adds them to the seeded store, to measure what they change.
-PROPOSED_INDEXES = (
-    "CREATE INDEX ix_inventory_rollup ON inventory (binding_id, kind, phase, deleted, cost_usd)",
-    "CREATE INDEX ix_inventory_budget ON inventory "
-    "(project, finished_at, deleted, updated_at, cost_usd)",
-    "CREATE INDEX ix_inventory_kind_phase ON inventory (kind, phase, cost_usd)",
-    "CREATE INDEX ix_inventory_created_at ON inventory (created_at)",
-    "CREATE INDEX ix_inventory_source_commit ON inventory (source_commit)",
-    "CREATE INDEX ix_inventory_reason ON inventory (reason)",
-    "CREATE INDEX ix_inventory_name ON inventory (name)",
-)
 PHASES = ["Queued", "Running", "Succeeded", "Succeeded", "Succeeded", "Failed", "Suspended",
           "Cancelled"]
 RESULTS = ["applied", "applied", "applied", "noop", "invalid", "partial", "blocked", "error"]
@@ -131,8 +118,7 @@ def _syncs(rng: random.Random, now: datetime) -> list[dict[str, Any]]:
     return rows
 
 
-def seed(state_dir: Path, count: int, proposed_indexes: bool = False,
-         ) -> tuple[Service, Store, dict[str, Any]]:
+def seed(state_dir: Path, count: int) -> tuple[Service, Store, dict[str, Any]]:
     """A store of `count` resources and their history; returns facts the paths need."""
     store = Store.open(state_dir=state_dir)
     settings = Settings(state_dir=state_dir, listen="127.0.0.1:0", bindings=tuple(
@@ -165,8 +151,6 @@ def seed(state_dir: Path, count: int, proposed_indexes: bool = False,
             summary="**5** to create\n\n| kind | name |\n|---|---|\n| Job | x |",
             posted_at=now, target="github")
             for n in range(SYNCS_PER_BINDING) for b in BINDINGS])
-        for ddl in PROPOSED_INDEXES if proposed_indexes else ():
-            conn.exec_driver_sql(ddl)
     middle = count // 2
     facts = {"job": rows[middle - middle % 5]["name"],
              "pipeline": rows[middle - middle % 5 + 3]["name"],
@@ -254,11 +238,11 @@ def store_methods_page(store: Store, repeat: int) -> dict[str, float]:
     return {"median_ms": round(statistics.median(times), 2)}
 
 
-def run(count: int, repeat: int, proposed_indexes: bool = False) -> dict[str, Any]:
+def run(count: int, repeat: int) -> dict[str, Any]:
     target = TARGETS_MS.get(count, 200.0 if count <= 10_000 else 500.0)
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
-        service, store, facts = seed(Path(tmp) / "state", count, proposed_indexes)
+        service, store, facts = seed(Path(tmp) / "state", count)
         seed_seconds = time.perf_counter() - started
         always, optional = paths(count, facts)
         wanted = {**always, **{k: v for k, v in optional.items() if served(service, v)}}
@@ -274,7 +258,7 @@ def run(count: int, repeat: int, proposed_indexes: bool = False) -> dict[str, An
             store.close()
     timed = {k: v for k, v in results.items() if "median_ms" in v}
     missed = sorted(k for k, v in timed.items() if v["p95_ms"] >= target)
-    return {"resources": count, "proposed_indexes": proposed_indexes,
+    return {"resources": count,
             "seed_seconds": round(seed_seconds, 1), "target_ms": target,
             "results": results,
             "not_served": sorted(set(optional) - set(wanted)),
@@ -290,10 +274,8 @@ def main() -> None:
     parser.add_argument("--counts", default="10000,100000",
                         help="resource counts to measure at, comma-separated")
     parser.add_argument("--repeat", type=int, default=20)
-    parser.add_argument("--proposed-indexes", action="store_true",
-                        help="add PROPOSED_INDEXES to the seeded store first")
     args = parser.parse_args()
-    sizes = [run(int(c), args.repeat, args.proposed_indexes) for c in args.counts.split(",")]
+    sizes = [run(int(c), args.repeat) for c in args.counts.split(",")]
     print(json.dumps({"bench": "dashboard", "repeat": args.repeat, "sizes": sizes,
                       "meets_target": all(s["meets_target"] for s in sizes)}, indent=2))
 

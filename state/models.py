@@ -95,7 +95,22 @@ class InventoryItem(SQLModel, table=True):
     """A resource the reconciler created and still answers for, keyed by (kind, project, name)."""
 
     __tablename__ = "inventory"
-    __table_args__ = (UniqueConstraint("kind", "project", "name", name="uq_inventory_key"),)
+    # The dashboard's queries (reconciler/web/queries.py, overview_queries.py) read these
+    # narrow indexes instead of the rows, whose manifest and status JSON are most of
+    # their size: the grouped totals and /metrics (rollup), a project's spend this period
+    # (budget), counts by kind and phase, and the resources table sorted by age, commit,
+    # reason or name.
+    __table_args__ = (
+        UniqueConstraint("kind", "project", "name", name="uq_inventory_key"),
+        Index("ix_inventory_rollup", "binding_id", "kind", "phase", "deleted", "cost_usd"),
+        Index("ix_inventory_budget", "project", "finished_at", "deleted", "updated_at",
+              "cost_usd"),
+        Index("ix_inventory_kind_phase", "kind", "phase", "cost_usd"),
+        Index("ix_inventory_created_at", "created_at"),
+        Index("ix_inventory_source_commit", "source_commit"),
+        Index("ix_inventory_reason", "reason"),
+        Index("ix_inventory_name", "name"),
+    )
 
     id: int | None = Field(default=None, primary_key=True)
     kind: str

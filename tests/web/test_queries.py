@@ -91,17 +91,18 @@ def _statements(store: Store) -> Iterator[list[tuple[str, Any]]]:
         event.remove(store._engine, "before_cursor_execute", record)
 
 
-# The indexes the dashboard's queries need on `inventory` (for state/models.py and a
-# migration): each query then reads a narrow index, never the rows' JSON.
+# The indexes the dashboard's queries need on `inventory`, now in state/models.py (revision
+# 0003); IF NOT EXISTS so that a test written before them may still add them, a no-op.
 PROPOSED_INDEXES = (
-    "CREATE INDEX ix_inventory_rollup ON inventory (binding_id, kind, phase, deleted, cost_usd)",
-    "CREATE INDEX ix_inventory_budget ON inventory "
+    "CREATE INDEX IF NOT EXISTS ix_inventory_rollup ON inventory "
+    "(binding_id, kind, phase, deleted, cost_usd)",
+    "CREATE INDEX IF NOT EXISTS ix_inventory_budget ON inventory "
     "(project, finished_at, deleted, updated_at, cost_usd)",
-    "CREATE INDEX ix_inventory_kind_phase ON inventory (kind, phase, cost_usd)",
-    "CREATE INDEX ix_inventory_created_at ON inventory (created_at)",
-    "CREATE INDEX ix_inventory_source_commit ON inventory (source_commit)",
-    "CREATE INDEX ix_inventory_reason ON inventory (reason)",
-    "CREATE INDEX ix_inventory_name ON inventory (name)",
+    "CREATE INDEX IF NOT EXISTS ix_inventory_kind_phase ON inventory (kind, phase, cost_usd)",
+    "CREATE INDEX IF NOT EXISTS ix_inventory_created_at ON inventory (created_at)",
+    "CREATE INDEX IF NOT EXISTS ix_inventory_source_commit ON inventory (source_commit)",
+    "CREATE INDEX IF NOT EXISTS ix_inventory_reason ON inventory (reason)",
+    "CREATE INDEX IF NOT EXISTS ix_inventory_name ON inventory (name)",
 )
 
 
@@ -130,13 +131,5 @@ def _wide_scans(store: Store) -> dict[str, list[str]]:
                    for step in plan)}
 
 
-def test_with_the_proposed_indexes_no_query_reads_the_wide_rows(store: Store) -> None:
-    with store._engine.begin() as conn:
-        for ddl in PROPOSED_INDEXES:
-            conn.exec_driver_sql(ddl)
-    assert _wide_scans(store) == {}
-
-
-@pytest.mark.xfail(strict=True, reason="the indexes of PROPOSED_INDEXES are not in state/ yet")
 def test_no_dashboard_query_reads_the_inventorys_wide_rows(store: Store) -> None:
     assert _wide_scans(store) == {}
