@@ -57,7 +57,9 @@ def _bind(listen: str) -> socket.socket:
     host = host.strip("[]") or "127.0.0.1"
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP by name: asyncio sets TCP_NODELAY on accepted connections only for
+        # such sockets, and without it each keep-alive response waits for a delayed ACK.
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, int(port)))
