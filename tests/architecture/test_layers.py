@@ -23,7 +23,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("top", ("checks", "web", "sdk", "output", "logging_setup")),
     ("root", ("wiring", "backends")),
     ("entry", ("cli", "commands", "job_views", "locations", "completion", "cli_reference",
-               "__main__", "__init__")),
+               "plan_text", "remote", "progress", "__main__", "__init__")),
 )
 RANK = {name: rank for rank, (_layer, names) in enumerate(LAYERS) for name in names}
 LAYER_OF = {name: layer for layer, names in LAYERS for name in names}
