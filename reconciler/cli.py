@@ -58,6 +58,12 @@ def _state_options(p: argparse.ArgumentParser) -> None:
                    "~/.config/nodus-gitops/config.yaml if there is one)")
 
 
+def _server_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--server", metavar="URL", help="read a `nodus-gitops serve`'s JSON API "
+                   "at URL instead of a local state (env NODUS_GITOPS_SERVER; its token from "
+                   "env NODUS_GITOPS_TOKEN)")
+
+
 def _repo_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--repo", metavar="URL|PATH", help="Git URL or local path of the "
                    "manifests repository")
@@ -124,6 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ref", help="branch, tag, SHA or ref to plan (default: the branch tip)")
     p.add_argument("-o", "--output", choices=["text", "json"], default="text",
                    help="text: the plan as people read it; json: every action and problem")
+    _server_option(p)
     p.set_defaults(func="cmd_plan")
 
     p = _subcommand(sub, "reconcile", "fetch, validate, plan and apply",
@@ -176,6 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "KEY!=VALUE or KEY, comma-separated (-l nodus.dev/pipeline=train-eval "
                    "lists a Pipeline's stage Jobs)")
     _state_options(p)
+    _server_option(p)
     p.set_defaults(func="cmd_get", repo=None)
 
     p = _subcommand(sub, "describe", "one resource with its status and events",
@@ -186,6 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "  nodus-gitops describe job/train-eval-train   # a Pipeline's stage")
     p.add_argument("target", metavar="KIND/NAME", help="job/NAME, pipeline/NAME or sweep/NAME")
     _state_options(p)
+    _server_option(p)
     p.set_defaults(func="cmd_describe", repo=None)
 
     p = _subcommand(sub, "logs", "a Job's output",
@@ -202,6 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-f", "--follow", action="store_true", help="keep printing as the Job "
                    "writes, until it ends")
     _state_options(p)
+    _server_option(p)
     p.set_defaults(func="cmd_logs", repo=None)
 
     p = _subcommand(sub, "cp", "copy a Job's output and verify its SHA-256",
@@ -213,7 +223,25 @@ def build_parser() -> argparse.ArgumentParser:
                    "of one of its outputs")
     p.add_argument("dest", metavar="DEST", help="file or directory to copy to")
     _state_options(p)
+    _server_option(p)
     p.set_defaults(func="cmd_cp", repo=None)
+
+    p = _subcommand(sub, "sync", "ask a running serve to fetch a binding now",
+                    "Ask a `nodus-gitops serve` (--server URL or NODUS_GITOPS_SERVER) to\n"
+                    "poll BINDING now. With --wait, follow that poll to its result: exit 0\n"
+                    "when its commit is applied (applied, noop) or there was nothing new,\n"
+                    "1 when it was invalid, blocked, partial or an error, or on --timeout.",
+                    "  nodus-gitops sync ml-team --server http://127.0.0.1:8080\n"
+                    "  NODUS_GITOPS_SERVER=https://gitops.example nodus-gitops sync ml-team "
+                    "--wait --timeout 5m")
+    p.add_argument("binding", metavar="BINDING", help="the repo binding's id (as the "
+                   "dashboard and `GET /api/v1/repos` name it)")
+    p.add_argument("--wait", action="store_true", help="follow the sync to its result and "
+                   "exit by it")
+    p.add_argument("--timeout", type=_duration, default=600.0, metavar="DURATION",
+                   help="how long --wait waits (default 10m; 90, 90s, 2m, 1h30m)")
+    _server_option(p)
+    p.set_defaults(func="cmd_sync")
 
     p = _subcommand(sub, "crds", "print CustomResourceDefinitions for Job, Pipeline and "
                     "Sweep, generated from the schemas (pipe to kubectl apply -f -)",
@@ -250,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             code = _command(args.func)(args)
         except NodusGitopsError as e:
             print(f"nodus-gitops {args.command}: {e}", file=sys.stderr)
-            code = EXIT_PROBLEMS
+            code = getattr(e, "exit_code", EXIT_PROBLEMS)  # remote mode's own codes
         sys.stdout.flush()  # a reader that went away shows here, not at exit
         return code
     except BrokenPipeError:

@@ -25,7 +25,6 @@ from nodus_gitops.output import (
     describe,
     dump,
     paint,
-    plan_text,
     resource_names,
     resource_object,
     resources_table,
@@ -155,9 +154,16 @@ def _single_binding(settings: Settings, args: argparse.Namespace):
 def cmd_plan(args: argparse.Namespace) -> int:
     from nodus_gitops.desired import DesiredTree
     from nodus_gitops.plan import plan
+    from nodus_gitops.remote import server_of
     from nodus_gitops.sync import InventoryView, plan_options
     from nodus_gitops.wiring import git_source
 
+    url = server_of(args)
+    if url is not None:  # a plan compares Git with the manifests the state recorded
+        print(f"nodus-gitops plan: {url} serves no state to plan against (its manifests are "
+              "masked): run plan without --server where its state is (or with --state URL "
+              "of its database); a pushed commit's plan is on its sync's page", file=sys.stderr)
+        return EXIT_PROBLEMS
     settings = settings_from(args)
     binding = _single_binding(settings, args)
     store = existing_store(settings)  # none yet: everything is still to create
@@ -180,6 +186,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 action["server"] = {k: v for k, v in found.items() if k != "problems"}
         print(json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, default=str))
     else:
+        from nodus_gitops.plan_text import plan_text
+
         print(plan_text(commit, the_plan, problems))
         for (kind, name), found in sorted(server.items()):
             shown = {k: v for k, v in found.items() if v and k != "problems"}
@@ -271,10 +279,10 @@ def _reconcile(service, store: Store, args: argparse.Namespace) -> int:
         for p in report.problems:
             print(f"  {p}")
         if report.plan:
-            for a in report.plan.actions:
-                if a.action != ActionType.NOOP or a.reason:
-                    print(f"  {a.action.value} {a.key.short}" + (f": {a.reason}" if a.reason
-                                                                 else ""))
+            from nodus_gitops.plan_text import action_lines, shown_actions
+
+            for a in shown_actions(report.plan):
+                print("\n".join(action_lines(a)))
         if report.changes:
             for o in report.changes.failed:
                 print(f"  failed {o.action.key.short}: {o.error}")
@@ -285,13 +293,20 @@ def _reconcile(service, store: Store, args: argparse.Namespace) -> int:
 
 
 def _wait_until_finished(service, store: Store, timeout: float | None) -> bool:
-    """Refresh until every resource is finished; True when all Succeeded."""
-    deadline = time.monotonic() + timeout if timeout else None
+    """Refresh until every resource is finished, saying each phase as it changes; True
+    when all Succeeded."""
+    from nodus_gitops.progress import PhaseChanges
+
+    started = time.monotonic()
+    deadline = started + timeout if timeout else None
+    changes = PhaseChanges()
     while True:
         if service.leases is not None:
             service.leases.renew()
         service.refresh_all()
         records = store.list_inventory()
+        for line in changes.lines(records, time.monotonic() - started):
+            print(line, flush=True)
         if all(is_terminal(r.phase) or r.deleted for r in records):
             print(resources_table(records, colour=colour_wanted(sys.stdout)))
             return all(r.phase == "Succeeded" or r.deleted for r in records)
@@ -403,11 +418,28 @@ def _labels(r: InventoryRecord) -> dict[str, str]:
     return labels if isinstance(labels, dict) else {}
 
 
-def cmd_get(args: argparse.Namespace) -> int:
-    from nodus_gitops.job_views import Backends, find_job
+def reading(args: argparse.Namespace) -> tuple[Any, Callable[[], Any]]:
+    """What a read command reads: a `serve`'s API with --server (or NODUS_GITOPS_SERVER),
+    else the local state; and what answers for the backends (the server, or the local
+    backends, `job_views.Backends`)."""
+    from nodus_gitops.remote import server_of
+
+    url = server_of(args)
+    if url is not None:
+        from nodus_gitops.remote import Client, RemoteBackends, RemoteStore
+
+        remote = RemoteStore(Client(url))
+        return remote, lambda: RemoteBackends(remote)
+    from nodus_gitops.job_views import Backends
 
     settings = settings_from(args)
-    store = read_store(args, settings)
+    return read_store(args, settings), lambda: Backends(settings)
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    from nodus_gitops.job_views import find_job
+
+    store, backends_of = reading(args)
     kind, _, name = (args.target or "").partition("/")
     selected = label_selector(args.selector)
     shown: str | None = None
@@ -417,7 +449,7 @@ def cmd_get(args: argparse.Namespace) -> int:
             _record, child = find_job(store, _job_name(args.target))
             assert child is not None  # not in the inventory: a stage's or a cell's Job
             records, children = [child.record()], {child.key: child}
-        with Backends(settings) as backends:  # the stage and cell Jobs as they are now
+        with backends_of() as backends:  # the stage and cell Jobs as they are now
             records = [backends.child_now(children[r.key]) if r.key in children else r
                        for r in records]
         for note in backends.notes:
@@ -450,13 +482,13 @@ def cmd_get(args: argparse.Namespace) -> int:
         if not args.watch:
             return EXIT_OK
         time.sleep(2)
+        getattr(store, "forget", lambda: None)()  # a server's answers: asked again
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
-    from nodus_gitops.job_views import Backends, find_job
+    from nodus_gitops.job_views import find_job
 
-    settings = settings_from(args)
-    store = read_store(args, settings)
+    store, backends_of = reading(args)
     kind, _, name = args.target.partition("/")
     records = [r for r in _select(store, args.target) if r.key.name == name]
     child = None
@@ -465,7 +497,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
     if not name or not (records or child):
         print(f"nodus-gitops describe: {args.target} not found (use KIND/NAME)", file=sys.stderr)
         return EXIT_PROBLEMS
-    with Backends(settings) as backends:
+    with backends_of() as backends:
         if child is not None:
             shown = backends.child_now(child)
             print(describe(shown, backends.events(child), parent=child.title,
@@ -538,9 +570,13 @@ def terminal_safe(text: str) -> str:
 
 def cmd_logs(args: argparse.Namespace) -> int:
     from nodus_gitops.providers.base import HasLogs
+    from nodus_gitops.remote import server_of
 
     # Filtered for a terminal only: a file or a pipe gets the log as the program wrote it.
     shown = terminal_safe if sys.stdout.isatty() else str
+    url = server_of(args)
+    if url is not None:
+        return _remote_logs(args, url, shown)
     try:
         with _job_backend_with(args, args.target, HasLogs, "logs the reconciler cannot read; "
                                "read them with that platform's own tools") as (key, backend):
@@ -551,6 +587,33 @@ def cmd_logs(args: argparse.Namespace) -> int:
                 sys.stdout.flush()
     except _Lacks:
         return EXIT_PROBLEMS
+    return EXIT_OK
+
+
+def _remote_logs(args: argparse.Namespace, url: str, shown: Callable[[str], str]) -> int:
+    """`logs` of a `serve`: the tail its API serves (its last 2000 lines)."""
+    from nodus_gitops.remote import Client, RemoteNotFound, RemoteStore, resource_path
+
+    if args.follow:
+        print(f"nodus-gitops logs: {url} serves a log's tail, not a follow: drop -f (and run "
+              "it again), or run `logs -f` without --server where the Job runs",
+              file=sys.stderr)
+        return EXIT_PROBLEMS
+    client = Client(url)
+    key, _owner = job_owner(RemoteStore(client), args.target)
+    path = resource_path(key) + "/logs"
+    try:
+        body = client.get(path, index=args.index or 0, tail=2000)
+    except RemoteNotFound:
+        if not args.index:
+            raise
+        body = client.get(path, index=0, tail=1)  # to say which indexes there are
+    _check_index(args, body["indexes"])
+    if body.get("truncated"):
+        print(f"nodus-gitops logs: the last {len(body['lines'])} lines of {args.target} "
+              f"({url} serves a log's tail)", file=sys.stderr)
+    for line in body["lines"]:
+        sys.stdout.write(shown(line.removesuffix("\n")) + "\n")
     return EXIT_OK
 
 
@@ -569,10 +632,16 @@ def _check_index(args: argparse.Namespace, indexes: int) -> None:
 
 def cmd_cp(args: argparse.Namespace) -> int:
     from nodus_gitops.providers.base import HasOutputs
+    from nodus_gitops.remote import server_of
 
     source, _, output = args.source.partition(":outputs/")
     if not output:
         raise ConfigError(f"{args.source!r}: use job/NAME:outputs/OUTPUT")
+    url = server_of(args)
+    if url is not None:  # the API serves no output's bytes
+        print(f"nodus-gitops cp: {url} serves no outputs to copy: run cp without --server "
+              "on the server's machine (its state and backends are there)", file=sys.stderr)
+        return EXIT_PROBLEMS
     try:
         with _job_backend_with(args, source, HasOutputs, "outputs the reconciler cannot copy; "
                                "fetch them with that platform's own tools") as (key, backend):
@@ -581,6 +650,33 @@ def cmd_cp(args: argparse.Namespace) -> int:
         return EXIT_PROBLEMS
     print(f"{path}: {size} bytes, sha256 {digest[:12]}")
     return EXIT_OK
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    from nodus_gitops.remote import Client, SyncFollower, server_of
+
+    url = server_of(args)
+    if url is None:
+        print("nodus-gitops sync: it asks a running `nodus-gitops serve`: pass --server URL "
+              "or set NODUS_GITOPS_SERVER", file=sys.stderr)
+        return EXIT_USAGE
+    follower = SyncFollower(Client(url), args.binding)
+    follower.request()
+    if not args.wait:
+        print(f"{args.binding}: sync requested from {url}")
+        return EXIT_OK
+    deadline = time.monotonic() + args.timeout
+    while (outcome := follower.outcome()) is None:
+        if time.monotonic() > deadline:
+            print(f"nodus-gitops sync: {args.binding} had not finished polling after "
+                  f"{args.timeout:g}s; it goes on on the server ({url}/repos/{args.binding})",
+                  file=sys.stderr)
+            return EXIT_PROBLEMS
+        time.sleep(0.5)
+    result = paint(outcome.result, RESULT_COLOURS, colour_wanted(sys.stdout))
+    sync = f" (sync {outcome.sync_id})" if outcome.sync_id is not None else ""
+    print(f"{args.binding}: {result} at {(outcome.commit or '-')[:12]}: {outcome.message}{sync}")
+    return EXIT_OK if outcome.ok else EXIT_PROBLEMS
 
 
 def state_names(args: argparse.Namespace, kind: str) -> list[str]:
