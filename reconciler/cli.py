@@ -1,7 +1,9 @@
 """The `nodus-gitops` command line: parses arguments and maps errors to exit codes.
 
 Exit codes: 0 success, 1 problems found (or a command failed), 2 usage error; `plan`
-uses 2 for "changes pending" as `terraform plan -detailed-exitcode` does.
+uses 2 for "changes pending" as `terraform plan -detailed-exitcode` does. Remote mode
+(`--server`): 3 the server cannot be reached, 4 it refused the token (401), 5 it serves
+no API at that URL (remote.RemoteError carries the code).
 """
 
 from __future__ import annotations
@@ -96,9 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
         "  config  --config FILE, else NODUS_GITOPS_CONFIG, else "
         "~/.config/nodus-gitops/config.yaml\n"
         "  state   --state-dir DIR, else NODUS_GITOPS_HOME, else the config's stateDir, else\n"
-        "          ./.nodus-gitops (or a database: --state URL, NODUS_GITOPS_STATE)\n\n"
+        "          ./.nodus-gitops (or a database: --state URL, NODUS_GITOPS_STATE)\n"
+        "  server  --server URL, else NODUS_GITOPS_SERVER: get, describe, logs and sync read\n"
+        "          a `serve`'s API instead (its token from NODUS_GITOPS_TOKEN)\n\n"
         "exit codes: 0 success, 1 problems found or the command failed, 2 usage error\n"
-        "(plan: 2 when changes are pending). `nodus-gitops COMMAND --help` for each.")
+        "(plan: 2 when changes are pending); with --server: 3 server unreachable, 4 token\n"
+        "refused (401), 5 no API at that URL. `nodus-gitops COMMAND --help` for each.")
     parser.add_argument("--version", action="version", version=f"nodus-gitops {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
                                 metavar="COMMAND")
