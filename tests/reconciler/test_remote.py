@@ -127,3 +127,38 @@ def test_what_the_api_does_not_serve_is_one_line_with_what_to_do(
     [line] = done.stderr.splitlines()
     assert said in line and "without --server" in line
     assert not (tmp_path / "out").exists()
+
+
+def test_remote_watch_shows_a_change_the_server_records(served: tuple[Seeded, str],
+                                                        tmp_path: Path) -> None:
+    import threading
+    from dataclasses import replace
+
+    from nodus_gitops.floor.identity import ResourceKey
+
+    s, url = served
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("NODUS_GITOPS_")}
+    watch = subprocess.Popen([sys.executable, "-m", "nodus_gitops.cli", "get", "job/hello",
+                              "--watch", "--server", url], stdout=subprocess.PIPE, text=True,
+                             cwd=tmp_path, env=environ)
+    guard = threading.Timer(90, watch.kill)  # the test fails, not hangs, if none comes
+    guard.start()
+    try:
+        assert watch.stdout is not None
+        phases = []
+        for line in watch.stdout:
+            cells = line.split()
+            if cells[:1] == ["hello"]:
+                phases.append(cells[1])
+                if phases == ["Running"]:
+                    key = ResourceKey("Job", "ml", "hello")
+                    record = s.store.get_resource(key) or next(
+                        r for r in s.store.list_inventory() if r.key.name == "hello")
+                    s.store.upsert_resource(replace(record, phase="Succeeded"))
+                if cells[1] == "Succeeded":
+                    break
+    finally:
+        guard.cancel()
+        watch.terminate()
+        watch.communicate(timeout=30)
+    assert phases == ["Running", "Succeeded"]
