@@ -34,10 +34,12 @@ from nodus_gitops.config import Binding, Settings
 from nodus_gitops.providers.base import FakeProvider
 from nodus_gitops.service import Service
 from nodus_gitops.state import engine as engines
+from nodus_gitops.state.labels import replace_labels
 from nodus_gitops.state.models import CheckRecord, Event, Intent, InventoryItem, Sync
 from nodus_gitops.state.store import Store
 from nodus_gitops.web.server import start_server
 from nodus_gitops.wiring import build_service
+from sqlalchemy import select
 
 TARGETS_MS = {10_000: 200.0, 100_000: 500.0}
 PHASES = ["Queued", "Running", "Succeeded", "Succeeded", "Succeeded", "Failed", "Suspended",
@@ -134,6 +136,9 @@ def seed(state_dir: Path, count: int) -> tuple[Service, Store, dict[str, Any]]:
                                        CheckRecord)}
     with engines.write_engine(store._engine).begin() as conn:  # one transaction: fast seeding
         conn.execute(tables[InventoryItem].insert(), rows)
+        inventory = tables[InventoryItem]
+        ids = dict(conn.execute(select(inventory.c.name, inventory.c.id)).all())
+        replace_labels(conn, ((ids[r["name"]], r["manifest"]) for r in rows))
         conn.execute(tables[Sync].insert(), _syncs(rng, now))
         sync_count = len(BINDINGS) * SYNCS_PER_BINDING
         conn.execute(tables[Intent].insert(), [dict(

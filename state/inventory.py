@@ -8,6 +8,7 @@ from typing import Any
 
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.state.base import StoreBase, key_is, split_key, utc
+from nodus_gitops.state.labels import replace_labels
 from nodus_gitops.state.models import InventoryItem
 from nodus_gitops.state.records import InventoryRecord
 from sqlalchemy import Row, Table, bindparam, delete, func, or_, select, update
@@ -56,18 +57,23 @@ class InventoryStore(StoreBase):
         if not records:
             return
         now = self._now()
-        rows = [{**_values(r, now), "created_at": now} for r in records]
+        # One row a key, the last record of it (as upserting them in turn would leave it):
+        # a multi-row upsert may not touch a row twice.
+        latest = {r.key: r for r in records}
+        rows = [{**_values(r, now), "created_at": now} for r in latest.values()]
         stmt = self._insert(_R)
         stmt = stmt.on_conflict_do_update(
             index_elements=[_R.c.kind, _R.c.project, _R.c.name],
             set_={k: stmt.excluded[k] for k in rows[0] if k not in _KEY_AND_CREATED},
-        )
+        ).returning(_R.c.id, _R.c.kind, _R.c.project, _R.c.name)
         with self._write() as conn:
             try:
-                conn.execute(stmt, rows)
+                written = conn.execute(stmt, rows).all()
             except IntegrityError as exc:
                 raise KeyError(f"no binding {records[0].binding_id!r}: upsert_binding first"
                                ) from exc
+            replace_labels(conn, ((id, latest[ResourceKey(kind, project, name)].manifest)
+                                  for id, kind, project, name in written))
 
     def update_status(
         self,

@@ -135,6 +135,20 @@ class InventoryItem(SQLModel, table=True):
     deleted: bool = False
 
 
+class InventoryLabel(SQLModel, table=True):
+    """One label of a resource's manifest (`metadata.labels`), so that a label selector is
+    an indexed lookup instead of a read of every manifest. Kept in step with the
+    manifest by the store (state/labels.py); gone with its resource."""
+
+    __tablename__ = "inventory_label"
+    __table_args__ = (Index("ix_inventory_label_key_value", "key", "value"),)
+
+    inventory_id: int = Field(foreign_key="inventory.id", ondelete="CASCADE",
+                              primary_key=True)
+    key: str = Field(primary_key=True)
+    value: str
+
+
 class Intent(SQLModel, table=True):
     """The journal: one provider call announced before it is made, and its outcome."""
 

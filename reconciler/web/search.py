@@ -2,7 +2,8 @@
 two more, each a SQL condition so that the query still pages in SQL:
 
 - `label`: a label selector as Kubernetes writes one, `team=ml,env!=prod,gpu,!legacy`,
-  over the labels of each resource's manifest (`metadata.labels`);
+  over the labels of each resource's manifest (`metadata.labels`), as the store keeps
+  them in its labels table;
 - `commit`: a prefix of the commit a resource was last applied from (4 to 40 hex digits).
 
 `q` is the search box's text: the same filters written as words, `hello phase:Failed
@@ -17,14 +18,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from nodus_gitops.state.models import InventoryItem
+from nodus_gitops.state.models import InventoryItem, InventoryLabel
 from nodus_gitops.web.queries import ResourceQuery
-from sqlalchemy import Table
+from sqlalchemy import Table, select
 
 _R: Table = InventoryItem.__table__  # type: ignore[attr-defined]
+_L: Table = InventoryLabel.__table__  # type: ignore[attr-defined]
 
 # Kubernetes' label syntax (an optional DNS prefix, a name; a value of the same letters):
-# nothing else reaches a JSON path.
+# nothing else is looked up.
 _KEY = re.compile(r"^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}"
                   r"[A-Za-z0-9])?$")
 _VALUE = re.compile(r"^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$")
@@ -50,12 +52,15 @@ class LabelTerm:
         return f"{self.key}{self.op}{self.value}"
 
     def condition(self) -> Any:
-        label = _R.c.manifest[("metadata", "labels", self.key)].as_string()
-        if self.op == "=":
-            return label == self.value
-        if self.op == "!=":  # as Kubernetes: a resource without the label matches too
-            return label.is_(None) | (label != self.value)
-        return label.is_not(None) if self.op == "exists" else label.is_(None)
+        """The resources matching this term, looked up in the labels table (indexed by
+        key and value) instead of read from every manifest."""
+        having = select(_L.c.inventory_id).where(_L.c.key == self.key)
+        if self.op in ("=", "!="):
+            having = having.where(_L.c.value == self.value)
+        # `!=` as Kubernetes has it: a resource without the label matches too.
+        if self.op in ("=", "exists"):
+            return _R.c.id.in_(having)
+        return _R.c.id.not_in(having)
 
 
 def parse_selector(text: str) -> tuple[LabelTerm, ...]:

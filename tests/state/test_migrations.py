@@ -18,9 +18,10 @@ from alembic.autogenerate import compare_metadata, produce_migrations, render_py
 from alembic.migration import MigrationContext
 from nodus_gitops.floor.errors import ConfigError
 from nodus_gitops.floor.identity import ResourceKey
-from nodus_gitops.state import InventoryRecord, Store
+from nodus_gitops.state import Store
 from nodus_gitops.state import migrations as m
 from nodus_gitops.state.alembic.__main__ import main as alembic_main
+from nodus_gitops.state.models import InventoryItem
 from sqlalchemy import create_engine, func, inspect, make_url, select
 from sqlmodel import SQLModel
 
@@ -30,7 +31,7 @@ from tests.state.support import TickingClock, execute
 OpenStore = Callable[..., Store]
 LEGACY = Path(__file__).with_name("legacy")
 TABLES = ("repo_binding", "sync", "inventory", "intent", "event", "check_record", "lease",
-          "replica", "webhook_delivery")
+          "replica", "webhook_delivery", "inventory_label")
 
 
 def _backend(url: str) -> str:
@@ -286,6 +287,9 @@ def _build_legacy(url: str, version: int) -> None:
     execute(url, *statements)
 
 
+LEGACY_LABELS = {"team": "a", "app.kubernetes.io/name": "j"}
+
+
 def _fill(url: str, version: int) -> None:
     """Rows in every table, written by the store's code without migrating first."""
     engine = create_engine(url)
@@ -296,9 +300,13 @@ def _fill(url: str, version: int) -> None:
         sync = store.start_sync("team-a", "c1")
         store.finish_sync(sync, "applied", "ok", {"creates": ["j"]}, {"created": 1})
         key = ResourceKey("Job", "proj-a", "j")
-        store.upsert_resource(InventoryRecord(key=key, binding_id="team-a",
-                                              manifest={"kind": "Job"}, spec_hash="h1",
-                                              phase="Running", status={"gpu": 1}))
+        # As the code of that schema wrote it (the store's own would write its labels too).
+        with engine.begin() as conn:
+            conn.execute(InventoryItem.__table__.insert().values(  # type: ignore[attr-defined]
+                kind="Job", project="proj-a", name="j", binding_id="team-a",
+                manifest={"kind": "Job", "metadata": {"name": "j", "labels": LEGACY_LABELS}},
+                spec_hash="h1", phase="Running", status={"gpu": 1}, cost_usd="0",
+                created_at=store._now(), updated_at=store._now(), deleted=False))
         done = store.add_intent("team-a", sync, "create", key, "h1", "k-done", {"a": 1})
         store.complete_intent(done, {"id": "nodus-1"})
         store.add_intent("team-a", sync, "patch", key, "h1", "k-pending", {"b": 2})
@@ -400,6 +408,9 @@ def test_a_database_of_the_ordered_migrations_is_upgraded_with_its_rows(
     assert execute(state_url, "SELECT version FROM schema_version") == [[(m.LEGACY_GUARD,)]]
     after = _rows(state_url)
     assert {t: after[t] for t in before} == before
+    (resource_id, *_), = before["inventory"]
+    assert sorted(after["inventory_label"]) == sorted(
+        (resource_id, k, v) for k, v in LEGACY_LABELS.items())  # filled by the migration
     assert _drift(state_url) == []
     Store.open(twin_url).close()
     assert _schema(state_url) == _schema(twin_url)  # as if made new
