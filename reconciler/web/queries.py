@@ -116,6 +116,7 @@ def _positive(text: str, name: str) -> int:
 def _record(row: Any) -> InventoryRecord:
     key, values = split_key(row)
     values.pop("id", None)
+    values.pop("total", None)
     values["deleted"] = bool(values["deleted"])
     return InventoryRecord(key=key, **values)
 
@@ -133,13 +134,20 @@ def resources_page(store: Store, q: ResourceQuery) -> tuple[list[InventoryRecord
         # (kind, project, name) after it would make SQLite read every row to sort.
         order = [c.desc() if desc else c.asc() for c in (column, _R.c.id)]
     # Sort and page the ids only, then read the page's rows: sorting whole rows would
-    # drag every row's JSON (manifest, status) through the sorter.
-    page_ids = (select(_R.c.id).where(*where).order_by(*order)
-                .limit(q.page_size).offset((q.page - 1) * q.page_size))
-    query = select(_R).where(_R.c.id.in_(page_ids.scalar_subquery())).order_by(*order)
+    # drag every row's JSON (manifest, status) through the sorter. The count of all the
+    # matches rides along on each id (a window over the matches, taken before the
+    # limit), so one pass over them gives both.
+    page = (select(_R.c.id, func.count().over().label("total")).where(*where)
+            .order_by(*order).limit(q.page_size).offset((q.page - 1) * q.page_size)
+            .subquery("page"))
+    query = (select(_R, page.c.total).join(page, page.c.id == _R.c.id).order_by(*order))
     with store._engine.connect() as conn:
-        total = conn.execute(select(func.count()).select_from(_R).where(*where)).scalar_one()
         rows = conn.execute(query).all()
+        if rows:
+            total = rows[0].total
+        else:  # past the end, or nothing matches: the window had no row to ride on
+            total = conn.execute(select(func.count()).select_from(_R).where(*where)
+                                 ).scalar_one()
     return [_record(r) for r in rows], int(total)
 
 

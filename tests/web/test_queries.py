@@ -133,3 +133,14 @@ def _wide_scans(store: Store) -> dict[str, list[str]]:
 
 def test_no_dashboard_query_reads_the_inventorys_wide_rows(store: Store) -> None:
     assert _wide_scans(store) == {}
+
+
+def test_a_page_and_its_total_come_in_one_statement(store: Store) -> None:
+    statements = _statements(store)
+    seen = next(statements)
+    records, total = resources_page(store, ResourceQuery(kind="Job", page=2, page_size=4))
+    assert (len(records), total, len(seen)) == (4, 20, 1)
+    # Past the end the page has no row to carry the total: a count of its own says it.
+    records, total = resources_page(store, ResourceQuery(kind="Job", page=9, page_size=4))
+    next(statements, None)
+    assert (records, total, len(seen)) == ([], 20, 3)
