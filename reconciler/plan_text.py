@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from nodus_gitops.floor.results import ActionType
-from nodus_gitops.web.plan_diff import _BlockDumper, field_diff, scalar_text, value_text
+from nodus_gitops.web.plan_diff import field_diff, scalar_text, value_text
 
 if TYPE_CHECKING:
     from nodus_gitops.floor.problems import Problem
@@ -28,19 +28,8 @@ def _value(value: Any) -> str:
 
 
 def _text(value: Any) -> list[str]:
-    """The lines a value is diffed as: a string as itself; anything else as YAML with
-    scripts as literal blocks, checked to read back as the value before its final line
-    break goes (the dashboard's value_text where that check fails)."""
-    if value is None:
-        return []
-    if not isinstance(value, str):
-        import yaml
-
-        text = yaml.dump(value, Dumper=_BlockDumper, sort_keys=False, allow_unicode=True,
-                         default_flow_style=False, width=10_000)
-        if yaml.safe_load(text) == value:
-            return text.removesuffix("\n").split("\n")
-    return value_text(value).split("\n")
+    """The lines a value is diffed as (none for an absent one)."""
+    return [] if value is None else value_text(value).split("\n")
 
 
 def change_lines(path: str, old: Any, new: Any) -> list[str]:

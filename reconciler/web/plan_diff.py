@@ -58,9 +58,8 @@ _BlockDumper.add_representer(str, _str_block)
 
 
 def _yaml(value: Any, dumper: type[yaml.SafeDumper], unicode: bool) -> str:
-    text = yaml.dump(value, Dumper=dumper, sort_keys=False, allow_unicode=unicode,
+    return yaml.dump(value, Dumper=dumper, sort_keys=False, allow_unicode=unicode,
                      default_flow_style=False, width=10_000)
-    return text.removesuffix("\n").removesuffix("\n...").removesuffix("...")
 
 
 def value_text(value: Any) -> str:
@@ -73,8 +72,9 @@ def value_text(value: Any) -> str:
     for dumper, unicode in ((_BlockDumper, True), (yaml.SafeDumper, True),
                             (yaml.SafeDumper, False)):
         text = _yaml(value, dumper, unicode)
+        # checked whole: a literal block's last line break is part of its value
         if yaml.safe_load(text) == value:
-            return text
+            return text.removesuffix("\n").removesuffix("\n...").removesuffix("...")
     return json.dumps(value, indent=2)  # JSON is YAML too
 
 

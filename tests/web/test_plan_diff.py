@@ -150,3 +150,12 @@ def test_rendering_never_writes_their_markup(path: str, old: Any, new: Any) -> N
             assert scalar_text(value) in shown, (value, shown)
         else:
             assert all(part in shown for part in value_text(value).split("\n")), (value, shown)
+
+
+def test_a_command_whose_script_ends_in_a_line_break_is_diffed_as_its_literal_block() -> None:
+    # Every `|` block ends in a line break; the text must read back whole, that break
+    # included, or the script falls back to one quoted line with blank lines between.
+    from nodus_gitops.web.plan_diff import value_text
+
+    assert value_text(["bash", "-c", "echo a\necho b\n"]).split("\n") == [
+        "- bash", "- -c", "- |", "  echo a", "  echo b"]
