@@ -6,12 +6,14 @@ text the UTC time with how long ago; app.js rewrites the text into the viewer's 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from nodus_gitops.floor.results import FAILED_RESULTS
 from nodus_gitops.output import age
 from nodus_gitops.web import api
-from nodus_gitops.web.html import Safe, esc, phase_class, tag
+from nodus_gitops.web.html import Safe, esc, phase_class, tag, with_query
 
 BAD_RESULTS = FAILED_RESULTS
 
@@ -70,3 +72,18 @@ def commit_link(repo_url: str | None, sha: str | None) -> Safe:
 def result_badge(result: str | None, field: str | None = "result") -> Safe:
     bad = " bad" if result in BAD_RESULTS else ""
     return tag("span", result or "-", class_=phase_class(result) + bad, data_field=field)
+
+
+def pager_links(base: str, params: Callable[..., dict[str, Any]], page: int, page_size: int,
+                total: int, noun: str) -> list[Safe]:
+    """`N <noun> · page P of Q` with the previous and next links of a paged list;
+    `params(page=...)` gives the list's query with another page (None: the first)."""
+    pages = max(1, -(-total // page_size))
+    links = [tag("span", f"{total} {noun} · page {page} of {pages}", data_field="total")]
+    if page > 1:
+        links.insert(0, tag("a", "‹ previous", href=with_query(base, params(
+            page=page - 1 if page > 2 else None)), rel="prev"))
+    if page < pages:
+        links.append(tag("a", "next ›", href=with_query(base, params(page=page + 1)),
+                         rel="next"))
+    return links

@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Any
 from nodus_gitops.floor.redaction import url_without_userinfo
 from nodus_gitops.floor.results import counts_text
 from nodus_gitops.web import sync_queries
-from nodus_gitops.web.format import BAD_RESULTS, commit_link, duration, now_text, result_badge, when
+from nodus_gitops.web.format import (
+    BAD_RESULTS,
+    commit_link,
+    duration,
+    now_text,
+    pager_links,
+    result_badge,
+    when,
+)
 from nodus_gitops.web.html import Safe, layout, path, tag, with_query
 from nodus_gitops.web.sync_page import check_list, problem_list
 from nodus_gitops.web.sync_queries import SyncQuery, SyncRow
@@ -41,16 +49,9 @@ def _filters(q: SyncQuery, bindings: list[str]) -> Safe:
 
 
 def _pager(q: SyncQuery, total: int) -> Safe:
-    pages = max(1, -(-total // q.page_size))
     noun = "sync" if total == 1 else "syncs"
-    nav = [tag("span", f"{total} {noun} · page {q.page} of {pages}", data_field="total")]
-    if q.page > 1:
-        nav.insert(0, tag("a", "‹ previous", href=with_query("/history", q.params(
-            page=q.page - 1 if q.page > 2 else None)), rel="prev"))
-    if q.page < pages:
-        nav.append(tag("a", "next ›", href=with_query("/history", q.params(page=q.page + 1)),
-                       rel="next"))
-    return tag("nav", *nav, class_="pager")
+    return tag("nav", *pager_links("/history", q.params, q.page, q.page_size, total, noun),
+               class_="pager")
 
 
 def _sync_card(s: SyncRow, repo_url: str | None, checks: list[CheckRecordValue]) -> Safe:

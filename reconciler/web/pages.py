@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from nodus_gitops.floor.redaction import url_without_userinfo
 from nodus_gitops.output import age, money, progress
 from nodus_gitops.web import api, queries, search
-from nodus_gitops.web.format import commit_link, now_text, result_badge, when
+from nodus_gitops.web.format import commit_link, now_text, pager_links, result_badge, when
 from nodus_gitops.web.html import (
     Safe,
     definition_list,
@@ -199,14 +199,7 @@ def resources(service: Service, params: dict[str, list[str]]) -> tuple[int, byte
         tag("a", "clear", href="/resources"),
         method="get", action="/resources", class_="filters", data_autosubmit=True)
     headers = [_sort_header(q, k, label) if k else label for k, label in _COLUMNS]
-    pages = max(1, -(-total // q.page_size))
-    nav = [tag("span", f"{total} resources · page {q.page} of {pages}", data_field="total")]
-    if q.page > 1:
-        nav.insert(0, tag("a", "‹ previous", href=with_query("/resources", q.params(
-            page=q.page - 1 if q.page > 2 else None)), rel="prev"))
-    if q.page < pages:
-        nav.append(tag("a", "next ›", href=with_query("/resources", q.params(page=q.page + 1)),
-                       rel="next"))
+    nav = pager_links("/resources", q.params, q.page, q.page_size, total, "resources")
     rows = [resource_row(r, urls) for r in records]
     body = [search_box(q), form, table(headers, rows, live="resources-rows", class_="resources"),
             tag("nav", *nav, class_="pager", data_live="resources-pager")]
