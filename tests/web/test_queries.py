@@ -91,21 +91,6 @@ def _statements(store: Store) -> Iterator[list[tuple[str, Any]]]:
         event.remove(store._engine, "before_cursor_execute", record)
 
 
-# The indexes the dashboard's queries need on `inventory`, now in state/models.py (revision
-# 0003); IF NOT EXISTS so that a test written before them may still add them, a no-op.
-PROPOSED_INDEXES = (
-    "CREATE INDEX IF NOT EXISTS ix_inventory_rollup ON inventory "
-    "(binding_id, kind, phase, deleted, cost_usd)",
-    "CREATE INDEX IF NOT EXISTS ix_inventory_budget ON inventory "
-    "(project, finished_at, deleted, updated_at, cost_usd)",
-    "CREATE INDEX IF NOT EXISTS ix_inventory_kind_phase ON inventory (kind, phase, cost_usd)",
-    "CREATE INDEX IF NOT EXISTS ix_inventory_created_at ON inventory (created_at)",
-    "CREATE INDEX IF NOT EXISTS ix_inventory_source_commit ON inventory (source_commit)",
-    "CREATE INDEX IF NOT EXISTS ix_inventory_reason ON inventory (reason)",
-    "CREATE INDEX IF NOT EXISTS ix_inventory_name ON inventory (name)",
-)
-
-
 def _wide_scans(store: Store) -> dict[str, list[str]]:
     """The dashboard's queries whose plan scans `inventory` without a covering index,
     which reads every row's manifest and status JSON (seconds at 100,000 resources)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from concurrent.futures import ThreadPoolExecutor
 
 from nodus_gitops.web.server import _bind
 
@@ -29,4 +30,7 @@ def test_connections_accepted_on_the_dashboards_socket_send_without_delay() -> N
             writer.close()
         return nodelay
 
-    assert asyncio.run(accept_one()) != 0
+    # A loop of its own, on a thread of its own: the browser tests' sync API may run one
+    # in this thread.
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(asyncio.run, accept_one()).result() != 0
