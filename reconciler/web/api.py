@@ -32,7 +32,13 @@ from nodus_gitops.state.records import (
 )
 from nodus_gitops.web import logs, overview_queries, queries, search
 from nodus_gitops.web.html import with_query
-from nodus_gitops.web.redact import configured_secrets, mask, mask_events, mask_record
+from nodus_gitops.web.redact import (
+    configured_secrets,
+    mask,
+    mask_events,
+    mask_record,
+    mask_sync,
+)
 from nodus_gitops.workloads.children import ChildJob, find_child
 
 if TYPE_CHECKING:
@@ -168,7 +174,8 @@ def binding_object(service: Service, record: BindingRecord | None, binding_id: s
     head_info, applied_info = overview_queries.COMMITS.read_many([(source, head),
                                                                   (source, applied)])
     budget = budget_object(service.store, sync.binding.budget if sync else None)
-    return {
+    # Commit messages and sync messages are written by people and tools: masked too.
+    return mask({
         "id": binding_id,
         "url": shown_url,
         "branch": record.branch if record else None,
@@ -196,7 +203,7 @@ def binding_object(service: Service, record: BindingRecord | None, binding_id: s
         "spendUSD": usd(Decimal(str(cost))),  # every resource's cost recorded, deleted too
         "budget": budget,
         "budgetLeftUSD": budget["leftUSD"] if budget else None,
-    }
+    }, configured_secrets(service.settings))
 
 
 def repos(service: Service) -> list[dict[str, Any]]:
@@ -243,14 +250,15 @@ def get_repos(service: Service, params: Params) -> Reply:
 
 def get_syncs(service: Service, params: Params) -> Reply:
     syncs = service.store.list_syncs(_one(params, "repo"), limit=_limit(params, 50, 500))
-    return 200, [sync_object(s) for s in syncs], {}
+    secrets = configured_secrets(service.settings)
+    return 200, [sync_object(mask_sync(s, secrets)) for s in syncs], {}
 
 
 def get_sync(service: Service, params: Params, sync_id: str) -> Reply:
     s = service.store.get_sync(int(sync_id))
     if s is None:
         return 404, {"error": f"no sync {sync_id}"}, {}
-    body = sync_object(s, detail=True)
+    body = sync_object(mask_sync(s, configured_secrets(service.settings)), detail=True)
     body["checks"] = [check_object(c) for c in service.store.list_checks(commit=s.commit,
                                                                           binding_id=s.binding_id)]
     return 200, body, {}
@@ -318,7 +326,7 @@ def get_logs(service: Service, params: Params, kind: str, project: str, name: st
         raise ValueError("index and tail: whole numbers")
     try:
         body = logs.tail(reader, ResourceKey("Job", project, job), int(index_text),
-                         int(tail_text))
+                         int(tail_text), configured_secrets(service.settings))
     except NotFoundError as exc:
         return 404, {"error": str(exc)}, {}
     return 200, body, {}

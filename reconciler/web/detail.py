@@ -305,7 +305,8 @@ def _log_blocks(service: Service, r: InventoryRecord, job: str) -> list[Safe]:
         url = with_query(_api(r) + "/logs", {"job": job if job != r.key.name else None,
                                              "index": index, "tail": logs.DEFAULT_TAIL})
         try:
-            tail = logs.tail(reader, key, index, logs.DEFAULT_TAIL)
+            tail = logs.tail(reader, key, index, logs.DEFAULT_TAIL,
+                             configured_secrets(service.settings))
             text, attempt = "\n".join(tail["lines"]), tail["attempt"]
         except NotFoundError as exc:
             text, attempt = str(exc), None

@@ -4,6 +4,7 @@ checks posted for its commit, and links to its own page (sync_page.py) with the 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from nodus_gitops.floor.redaction import url_without_userinfo
@@ -19,6 +20,7 @@ from nodus_gitops.web.format import (
     when,
 )
 from nodus_gitops.web.html import Safe, layout, path, tag, with_query
+from nodus_gitops.web.redact import Masker, configured_secrets
 from nodus_gitops.web.sync_page import check_list, problem_list
 from nodus_gitops.web.sync_queries import SyncQuery, SyncRow
 
@@ -48,10 +50,10 @@ def _filters(q: SyncQuery, bindings: list[str]) -> Safe:
         method="get", action="/history", class_="filters", data_autosubmit=True)
 
 
-def _pager(q: SyncQuery, total: int) -> Safe:
+def _pager(q: SyncQuery, total: int, live: str) -> Safe:
     noun = "sync" if total == 1 else "syncs"
     return tag("nav", *pager_links("/history", q.params, q.page, q.page_size, total, noun),
-               class_="pager")
+               class_="pager", data_live=live)
 
 
 def _sync_card(s: SyncRow, repo_url: str | None, checks: list[CheckRecordValue]) -> Safe:
@@ -91,13 +93,18 @@ def history(service: Service, params: dict[str, list[str]]) -> bytes | tuple[int
     urls = {b.id: url_without_userinfo(b.url) for b in bindings}
     syncs, total = sync_queries.syncs_page(store, q)
     checks = sync_queries.checks_of(store, syncs)
+    masker = Masker(configured_secrets(service.settings))
+    syncs = [replace(s, message=masker.value(s.message), problems=masker.value(s.problems))
+             for s in syncs]
     cards = [_sync_card(s, urls.get(s.binding_id), checks.get((s.binding_id, s.commit), []))
              for s in syncs]
     if not cards:
         filtered = q.repo or q.result or q.commit
         cards.append(tag("p", "No syncs match these filters." if filtered else "No syncs yet.",
                          class_="muted"))
-    body = [_filters(q, sorted(set(urls) | set(service.syncs))), _pager(q, total),
-            tag("div", *cards, class_="syncs", data_live="history-rows"), _pager(q, total)]
+    body = [_filters(q, sorted(set(urls) | set(service.syncs))),
+            _pager(q, total, "history-pager-top"),
+            tag("div", *cards, class_="syncs", data_live="history-rows"),
+            _pager(q, total, "history-pager-bottom")]
     poll = with_query("/api/v1/syncs", {"repo": q.repo, "limit": q.page_size})
     return layout("History", body, active="history", poll=poll, generated=now_text())

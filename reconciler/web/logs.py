@@ -5,12 +5,14 @@ attempt of one index of one Job, its last lines."""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from nodus_gitops.floor.errors import NotFoundError
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.providers.base import HasLogs, Provider
 from nodus_gitops.state.records import InventoryRecord
+from nodus_gitops.web.redact import Masker
 
 if TYPE_CHECKING:
     from nodus_gitops.service import Service
@@ -53,9 +55,12 @@ def indexes(reader: HasLogs, key: ResourceKey) -> int:
         return 1
 
 
-def tail(reader: HasLogs, key: ResourceKey, index: int, lines: int) -> dict[str, Any]:
-    """The last `lines` lines of `index`'s latest attempt; NotFoundError when not run."""
+def tail(reader: HasLogs, key: ResourceKey, index: int, lines: int,
+         secrets: Iterable[str] = ()) -> dict[str, Any]:
+    """The last `lines` lines of `index`'s latest attempt, their secret parts (token
+    shapes, the configured `secrets`) hidden; NotFoundError when not run."""
     info = reader.log_info(key, index)
+    masker = Masker(secrets)
     kept: deque[str] = deque(maxlen=max(1, min(lines, MAX_TAIL)))
     total = 0
     for line in reader.logs(key, index=index):
@@ -63,5 +68,6 @@ def tail(reader: HasLogs, key: ResourceKey, index: int, lines: int) -> dict[str,
         total += 1
     return {"job": key.name, "index": index, "indexes": info.indexes,
             "attempt": info.attempts[-1] if info.attempts else None,
-            "attempts": list(info.attempts), "phase": info.phase, "lines": list(kept),
+            "attempts": list(info.attempts), "phase": info.phase,
+            "lines": [masker.text(line) for line in kept],
             "truncated": total > len(kept)}

@@ -33,6 +33,8 @@ _ALIGN = re.compile(r"^text-align:(left|right|center)$")
 def _link_is_safe(url: str) -> bool:
     """http, https and mailto addresses, and paths on this site; no other scheme."""
     url = url.strip()
+    if url.startswith(("//", "\\", "/\\")):  # protocol-relative: another host, not a path
+        return False
     return bool(_SAFE_SCHEME.match(url)) or not _ANY_SCHEME.match(url)
 
 

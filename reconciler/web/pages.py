@@ -18,6 +18,7 @@ from nodus_gitops.web.html import (
     phase_badge,
     table,
     tag,
+    th,
     with_query,
 )
 
@@ -127,7 +128,7 @@ def _sort_header(q: queries.ResourceQuery, key: str, label: str) -> Safe:
     href = with_query("/resources", q.params(sort=("-" if descending else "") + key, page=None))
     arrow = (" ▼" if q.descending else " ▲") if active else ""
     sort = ("descending" if q.descending else "ascending") if active else None
-    return tag("a", label + arrow, href=href, class_="sort", aria_sort=sort)
+    return th(tag("a", label + arrow, href=href, class_="sort"), aria_sort=sort)
 
 
 _COLUMNS = (("kind", "Kind"), ("name", "Name"), ("project", "Project"), ("phase", "Phase"),
@@ -203,7 +204,7 @@ def resources(service: Service, params: dict[str, list[str]]) -> tuple[int, byte
     rows = [resource_row(r, urls) for r in records]
     body = [search_box(q), form, table(headers, rows, live="resources-rows", class_="resources"),
             tag("nav", *nav, class_="pager", data_live="resources-pager")]
-    if not records:
-        body.insert(2, tag("p", "No resources match.", class_="muted"))
+    body.insert(2, tag("p", "" if records else "No resources match.", class_="muted",
+                       data_live="resources-empty"))
     poll = with_query("/api/v1/resources", q.params())
     return 200, layout("Resources", body, active="resources", poll=poll, generated=now_text())

@@ -64,8 +64,8 @@ class ResourceQuery:
         sort = sort.lstrip("-")
         if sort not in _SORTS:
             raise ValueError(f"sort: {sort!r} is not one of {', '.join(SORT_KEYS)}")
-        page = _positive(one("page") or "1", "page")
-        size = _positive(one("pageSize") or str(PAGE_SIZE), "pageSize")
+        page = positive(one("page") or "1", "page")
+        size = positive(one("pageSize") or str(PAGE_SIZE), "pageSize")
         if size > MAX_PAGE_SIZE:
             raise ValueError(f"pageSize: at most {MAX_PAGE_SIZE}")
         phases = tuple(p for v in params.get("phase") or [] for p in v.split(",") if p.strip())
@@ -103,13 +103,17 @@ class ResourceQuery:
         return clauses
 
 
-def _positive(text: str, name: str) -> int:
+MOST_PAGES = 1_000_000  # past any list's end; a bigger number would overflow SQL's integers
+
+
+def positive(text: str, name: str) -> int:
+    """A page number or size from a query parameter: 1 to MOST_PAGES, else ValueError."""
     try:
         value = int(text)
     except ValueError:
         raise ValueError(f"{name}: {text!r} is not a whole number") from None
-    if value < 1:
-        raise ValueError(f"{name}: must be 1 or more")
+    if not 1 <= value <= MOST_PAGES:
+        raise ValueError(f"{name}: must be 1 to {MOST_PAGES:,}")
     return value
 
 

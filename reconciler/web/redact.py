@@ -31,7 +31,7 @@ from urllib.parse import quote
 
 if TYPE_CHECKING:
     from nodus_gitops.config import Binding, Settings
-    from nodus_gitops.state.records import EventRecord, InventoryRecord
+    from nodus_gitops.state.records import EventRecord, InventoryRecord, SyncRecord
 
 MASK = "********"
 MIN_SECRET = 4
@@ -240,6 +240,49 @@ def mask_events(events: Iterable[EventRecord], secrets: Iterable[str] = ()) -> l
     """The events with their messages masked."""
     masker = Masker(secrets)
     return [replace(e, message=masker.value(e.message)) for e in events]
+
+
+def mask_plan(plan: Mapping[str, Any], secrets: Iterable[str] = ()) -> dict[str, Any]:
+    """A sync's plan as a reader sees it: each change's old and new values masked as the
+    field they come from is (`spec.env.TOKEN` by its name and its looks, any other field
+    by its secret parts), and the rest (reasons, problems) by its secret parts."""
+    masker = Masker(secrets)
+    shown = masker.value({k: v for k, v in plan.items() if k != "actions"})
+    shown["actions"] = []
+    for action in plan.get("actions") or []:
+        if not isinstance(action, dict):
+            shown["actions"].append(masker.value(action))
+            continue
+        out = masker.value({k: v for k, v in action.items() if k != "changes"})
+        out["changes"] = [_masked_change(masker, c) for c in action.get("changes") or []]
+        shown["actions"].append(out)
+    return shown
+
+
+def _masked_change(masker: Masker, change: Any) -> Any:
+    """One `{path, old, new}`: each value masked inside the manifest's shape its path
+    names, so an env entry is judged by its name as it is in the manifest."""
+    if not isinstance(change, dict) or not isinstance(change.get("path"), str):
+        return masker.value(change)
+    segments = [p for p in re.split(r"[.\[\]]+", change["path"]) if p]
+    out = masker.value({k: v for k, v in change.items() if k not in ("old", "new")})
+    out["path"] = change["path"] if not masker.spans(change["path"]) else out["path"]
+    for side in ("old", "new"):
+        if side in change:
+            nested: Any = change[side]
+            for segment in reversed(segments):
+                nested = {segment: nested}
+            masked = masker.value(nested)
+            for _ in segments:  # one key at each level: walk back down
+                masked = next(iter(masked.values()))
+            out[side] = masked
+    return out
+
+
+def mask_sync(s: SyncRecord, secrets: Iterable[str] = ()) -> SyncRecord:
+    """A sync with its message and plan masked."""
+    return replace(s, message=Masker(secrets).value(s.message),
+                   plan=mask_plan(s.plan or {}, secrets))
 
 
 

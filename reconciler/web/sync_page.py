@@ -14,6 +14,7 @@ from nodus_gitops.floor.results import counts_text
 from nodus_gitops.web import markdown, plan_diff, sync_queries
 from nodus_gitops.web.format import BAD_RESULTS, commit_link, duration, now_text, result_badge, when
 from nodus_gitops.web.html import Safe, definition_list, layout, path, table, tag, with_query
+from nodus_gitops.web.redact import configured_secrets, mask, mask_sync
 
 if TYPE_CHECKING:
     from nodus_gitops.service import Service
@@ -100,6 +101,8 @@ def sync_page(service: Service, sync_id: str) -> tuple[int, bytes]:
     if s is None:
         return 404, layout("Sync not found", tag("p", f"No sync {sync_id}.", class_="error"),
                            active="history")
+    secrets = configured_secrets(service.settings)
+    s = mask_sync(s, secrets)
     binding = service.store.get_binding(s.binding_id)
     repo_url = url_without_userinfo(binding.url) if binding else None
     plan = s.plan or {}
@@ -114,7 +117,7 @@ def sync_page(service: Service, sync_id: str) -> tuple[int, bytes]:
     if counts:
         facts.append(("Changes", counts_text(counts)))
     intents = sync_queries.intents_of(service.store, s.binding_id, s.id)
-    sent = {(i.key.kind, i.key.name): i.payload["manifest"] for i in intents
+    sent = {(i.key.kind, i.key.name): mask(i.payload["manifest"], secrets) for i in intents
             if i.action == "create" and isinstance(i.payload.get("manifest"), dict)}
     body: list[Any] = [definition_list(facts)]
     problems = plan.get("problems") or []

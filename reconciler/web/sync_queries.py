@@ -16,6 +16,7 @@ from nodus_gitops.state.base import split_key
 from nodus_gitops.state.models import CheckRecord, Intent, Sync
 from nodus_gitops.state.records import CheckRecordValue, IntentRecord
 from nodus_gitops.state.store import Store
+from nodus_gitops.web.queries import positive
 from sqlalchemy import Table, func, select
 
 _S: Table = Sync.__table__  # type: ignore[attr-defined]
@@ -57,11 +58,11 @@ class SyncQuery:
         if commit is not None and not _SHA_PREFIX.match(commit):
             raise ValueError(f"commit: {commit!r} is not the start of a commit's sha "
                              "(hexadecimal digits)")
-        size = _positive(one("pageSize") or str(PAGE_SIZE), "pageSize")
+        size = positive(one("pageSize") or str(PAGE_SIZE), "pageSize")
         if size > MAX_PAGE_SIZE:
             raise ValueError(f"pageSize: at most {MAX_PAGE_SIZE}")
         return cls(repo=one("repo"), result=results, commit=commit,
-                   page=_positive(one("page") or "1", "page"), page_size=size)
+                   page=positive(one("page") or "1", "page"), page_size=size)
 
     def params(self, **changes: Any) -> dict[str, Any]:
         """The query-string parameters of this query, with `changes` applied."""
@@ -81,16 +82,6 @@ class SyncQuery:
         if self.commit is not None:
             clauses.append(_S.c.commit.startswith(self.commit, autoescape=True))
         return clauses
-
-
-def _positive(text: str, name: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{name}: {text!r} is not a whole number") from None
-    if value < 1:
-        raise ValueError(f"{name}: must be 1 or more")
-    return value
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,7 @@ def test_the_filters_stay_in_the_form_and_the_links(seeded: Seeded) -> None:
 
 
 def test_bad_filters_say_what_is_wrong(seeded: Seeded) -> None:
-    for query, said in (("page=0", "page: must be 1 or more"),
+    for query, said in (("page=0", "page: must be 1 to 1,000,000"),
                         ("result=great", "result: &#x27;great&#x27; is not one of"),
                         ("commit=%25", "commit: &#x27;%&#x27; is not the start"),
                         ("pageSize=501", "pageSize: at most 500")):
