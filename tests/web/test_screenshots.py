@@ -1,8 +1,11 @@
 """The README's pictures of the dashboard: the overview, a Pipeline and a Sweep of the
-seeded site, taken in Chromium at 1280 px wide and written to docs/screenshots/."""
+seeded site, taken in Chromium at 1280 px wide. Every run takes them (into a temporary
+folder); with NODUS_GITOPS_SCREENSHOTS=1 they are written to docs/screenshots/, which is
+how the README's copies are made, so that a test run leaves the checkout as it was."""
 
 from __future__ import annotations
 
+import os
 import struct
 from pathlib import Path
 from typing import Any
@@ -41,12 +44,13 @@ def desktop(browser: Any) -> Any:
 
 
 @pytest.mark.parametrize("name", PAGES)
-def test_screenshot(site: Any, desktop: Any, name: str) -> None:
+def test_screenshot(site: Any, desktop: Any, name: str, tmp_path: Path) -> None:
     url, _ = site
     desktop.goto(url + PAGES[name])
     expect(desktop.locator("#live")).to_have_class("live ok")  # read once more, times local
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    target = SCREENSHOTS / f"{name}.png"
+    folder = SCREENSHOTS if os.environ.get("NODUS_GITOPS_SCREENSHOTS") == "1" else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / f"{name}.png"
     desktop.screenshot(path=str(target), full_page=True)
     width, height = png_size(target.read_bytes())
     assert width == WIDTH and height >= 400
