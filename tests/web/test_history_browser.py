@@ -10,27 +10,16 @@ from typing import Any
 
 import pytest
 
-from tests.web.test_browser import CHROMIUM, CHROMIUM_ARGS, shot
+from tests.web import test_browser as shared
+from tests.web.conftest import serve
+from tests.web.seed import SHA2, XSS_IMG, XSS_SCRIPT, Seeded, seed
+from tests.web.test_browser import shot
+from tests.web.test_sync_page import scripted_sync
 
-pytestmark = [
-    pytest.mark.skipif(not CHROMIUM.exists(),
-                       reason="browser tests need Debian's chromium: apt-get install chromium"),
-    pytest.mark.filterwarnings("ignore:Session-scoped fixtures defined as instance methods"),
-]
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-pytest.importorskip("pytest_playwright", reason="pip install pytest-playwright")
-
-
-from tests.web.conftest import serve  # noqa: E402
-from tests.web.seed import SHA2, XSS_IMG, XSS_SCRIPT, Seeded, seed  # noqa: E402
-from tests.web.test_sync_page import scripted_sync  # noqa: E402
-
-expect = sync_api.expect
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
-    return {**browser_type_launch_args, "executable_path": str(CHROMIUM), "args": CHROMIUM_ARGS}
+# The browser, its marks and Playwright's expect, shared with test_browser.py.
+pytestmark = shared.pytestmark
+browser_type_launch_args = shared.browser_type_launch_args
+expect = shared.expect
 
 
 @pytest.fixture(scope="module")

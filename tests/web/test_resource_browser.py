@@ -10,35 +10,22 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from nodus_gitops.floor.identity import ResourceKey
 
-CHROMIUM = Path("/usr/bin/chromium")
-pytestmark = [
-    pytest.mark.skipif(not CHROMIUM.exists(),
-                       reason="browser tests need Debian's chromium: apt-get install chromium"),
-    pytest.mark.filterwarnings("ignore:Session-scoped fixtures defined as instance methods"),
-]
-sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-pytest.importorskip("pytest_playwright", reason="pip install pytest-playwright")
+from tests.web import test_browser as shared
+from tests.web.conftest import serve
+from tests.web.seed import PROJECT, SHA1, Seeded, seed
 
-import httpx  # noqa: E402
-from nodus_gitops.floor.identity import ResourceKey  # noqa: E402
+# The browser, its marks and Playwright's expect, shared with test_browser.py.
+pytestmark = shared.pytestmark
+browser_type_launch_args = shared.browser_type_launch_args
+expect = shared.expect
+ARTIFACTS = shared.ARTIFACTS
 
-from tests.web.conftest import serve  # noqa: E402
-from tests.web.seed import PROJECT, SHA1, Seeded, seed  # noqa: E402
-
-expect = sync_api.expect
-ARTIFACTS = Path(__file__).parent / "artifacts"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run",
-                 "--disable-quic"]
 PIPELINE = f"/resources/Pipeline/{PROJECT}/train-eval"
 SWEEP = f"/resources/Sweep/{PROJECT}/batch-size"
-
-
-@pytest.fixture(scope="session")
-def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[str, Any]:
-    return {**browser_type_launch_args, "executable_path": str(CHROMIUM), "args": CHROMIUM_ARGS}
 
 
 @pytest.fixture(scope="module")
