@@ -64,9 +64,9 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Seeded
     s.store.close()
 
 
-@pytest.fixture
-def site_page(site: tuple[str, Seeded], page: Any) -> Iterator[Any]:
-    """A page that records dialogs and console errors; the test fails on either."""
+def watch(page: Any) -> Iterator[Any]:
+    """`page`, recording dialogs and console errors; the test fails on either (for a
+    fixture to `yield from`)."""
     page.dialogs, page.errors = [], []
     page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
     page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
@@ -75,6 +75,11 @@ def site_page(site: tuple[str, Seeded], page: Any) -> Iterator[Any]:
     yield page
     assert page.dialogs == []
     assert page.errors == []
+
+
+@pytest.fixture
+def site_page(site: tuple[str, Seeded], page: Any) -> Iterator[Any]:
+    yield from watch(page)
 
 
 def shot(page: Any, name: str) -> None:

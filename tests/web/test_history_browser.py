@@ -38,15 +38,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Seeded
 
 @pytest.fixture
 def site_page(page: Any) -> Iterator[Any]:
-    """A page that records dialogs and console errors; the test fails on either."""
-    page.dialogs, page.errors = [], []
-    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
-    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: page.errors.append(str(e)))
-    page.set_default_timeout(8000)
-    yield page
-    assert page.dialogs == []
-    assert page.errors == []
+    yield from shared.watch(page)
 
 
 def test_history_pages_filters_and_opens_a_sync(site: tuple[str, Seeded, int],

@@ -44,15 +44,7 @@ def fresh_site(tmp_path: Path) -> Iterator[tuple[str, Seeded]]:
 
 @pytest.fixture
 def site_page(page: Any) -> Iterator[Any]:
-    """A page that fails its test on any dialog or console error."""
-    page.dialogs, page.errors = [], []
-    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
-    page.on("console", lambda m: page.errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: page.errors.append(str(e)))
-    page.set_default_timeout(8000)
-    yield page
-    assert page.dialogs == []
-    assert page.errors == []
+    yield from shared.watch(page)
 
 
 def test_each_binding_says_its_state_in_words(site: tuple[str, Seeded],

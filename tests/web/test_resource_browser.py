@@ -39,14 +39,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Seeded
 
 @pytest.fixture
 def site_page(page: Any) -> Iterator[Any]:
-    """A page that records dialogs and script errors; the test fails on either."""
-    page.dialogs, page.errors = [], []
-    page.on("dialog", lambda d: (page.dialogs.append(d.message), d.dismiss()))
-    page.on("pageerror", lambda e: page.errors.append(str(e)))
-    page.set_default_timeout(8000)
-    yield page
-    assert page.dialogs == []
-    assert page.errors == []
+    yield from shared.watch(page)
 
 
 def shot(page: Any, name: str) -> None:
