@@ -33,6 +33,7 @@ from nodus_gitops.output import (
 if TYPE_CHECKING:  # the commands import what they use when they run: see cli._command
     from nodus_gitops.config import Settings
     from nodus_gitops.desired import DesiredTree
+    from nodus_gitops.state.quick_read import QuickReader
     from nodus_gitops.state.records import InventoryRecord
     from nodus_gitops.state.store import Store
     from nodus_gitops.workloads.children import ChildJob
@@ -76,12 +77,31 @@ def open_store(settings: Settings) -> Store:
     return Store.open(settings.state_url, settings.state_dir)
 
 
-def read_store(args: argparse.Namespace, settings: Settings) -> Store:
-    """The state store of a command that only reads: never made nor migrated. Where
-    there is none, a ConfigError says each place looked and how to point elsewhere."""
+def read_store(args: argparse.Namespace, settings: Settings) -> Store | QuickReader:
+    """The state of a command that only lists and describes (`get`, `describe`): never
+    made nor migrated, and read through `state.quick_read` where it can be. Where there
+    is none, a ConfigError says each place looked and how to point elsewhere."""
     if not _has_state(settings):
         raise ConfigError(no_state(args.state_dir, os.environ, find_config(
             getattr(args, "config", None), os.environ), settings.state_dir))
+    return _quick_or_read_only(settings)
+
+
+def existing_reader(settings: Settings) -> Store | QuickReader | None:
+    """`read_store` for a command that goes on without a state (`logs`, `cp`, completion):
+    None where there is none."""
+    return _quick_or_read_only(settings) if _has_state(settings) else None
+
+
+def _quick_or_read_only(settings: Settings) -> Store | QuickReader:
+    """The standard library's reader of a local SQLite state of this schema, else the
+    full store (a database URL, or a schema it must name the upgrade of)."""
+    if settings.state_url is None:
+        from nodus_gitops.state.quick_read import open_quick
+
+        quick = open_quick(_state_file(settings))
+        if quick is not None:
+            return quick
     return _open_read_only(settings)
 
 
@@ -544,7 +564,7 @@ def _job_backend_with(args: argparse.Namespace, target: str, capability: type,
     from nodus_gitops.job_views import job_backend
 
     settings = settings_from(args)
-    key, owner = job_owner(existing_store(settings), target)  # the backend has the logs
+    key, owner = job_owner(existing_reader(settings), target)  # the backend has the logs
     backend = job_backend(settings, owner)
     try:
         if not isinstance(backend, capability):
@@ -685,7 +705,7 @@ def state_names(args: argparse.Namespace, kind: str) -> list[str]:
     from nodus_gitops.floor.errors import NodusGitopsError
 
     try:
-        store = existing_store(settings_from(args))
+        store = existing_reader(settings_from(args))
         if store is None:
             return []
         try:

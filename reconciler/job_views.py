@@ -12,22 +12,26 @@ backend that cannot be built or does not answer leaves a note, never an error.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nodus_gitops.config import Settings
 from nodus_gitops.floor.errors import ConfigError, NodusGitopsError
 from nodus_gitops.output import backend_events
 from nodus_gitops.providers.base import HasEvents, Provider
 from nodus_gitops.state.records import EventRecord, InventoryRecord
-from nodus_gitops.state.store import Store
 from nodus_gitops.workloads.children import ChildJob, find_child
+
+if TYPE_CHECKING:  # types only: `get` reads through state.quick_read, not the Store
+    from nodus_gitops.config import Settings
+    from nodus_gitops.state.quick_read import QuickReader
+    from nodus_gitops.state.store import Store
 
 
 class JobNotFound(ConfigError):
     """No Job of that name in the store: neither one it records nor a stage's or cell's."""
 
 
-def find_job(store: Store, name: str) -> tuple[InventoryRecord | None, ChildJob | None]:
+def find_job(store: Store | QuickReader, name: str
+             ) -> tuple[InventoryRecord | None, ChildJob | None]:
     """The Job `name`: one the inventory records, else a stage's or a cell's Job (in the
     first project that has one). JobNotFound when there is none; ConfigError when its
     Pipeline or Sweep has not created it (yet)."""

@@ -17,15 +17,16 @@ import json
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
-from urllib.error import HTTPError, URLError
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode, urlsplit
-from urllib.request import Request, urlopen
 
 from nodus_gitops.floor.errors import NodusGitopsError
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.state.records import EventRecord, InventoryRecord
 from nodus_gitops.workloads.children import ChildJob
+
+if TYPE_CHECKING:
+    from urllib.error import HTTPError
 
 SERVER_ENV, TOKEN_ENV = "NODUS_GITOPS_SERVER", "NODUS_GITOPS_TOKEN"
 EXIT_UNREACHABLE, EXIT_UNAUTHORIZED, EXIT_NO_API = 3, 4, 5
@@ -67,6 +68,10 @@ class Client:
     token: str | None = field(default_factory=lambda: os.environ.get(TOKEN_ENV) or None)
 
     def _request(self, method: str, path: str) -> tuple[Any, dict[str, str]]:
+        # urllib (http.client, ssl) loads only when a server is asked: a local `get` never
+        from urllib.error import HTTPError, URLError
+        from urllib.request import Request, urlopen
+
         request = Request(self.url + path, method=method, headers={"Accept": "application/json"})
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
