@@ -21,13 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import pygit2
-import yaml
 from nodus_gitops.floor.budgets import Budget, budgets_from_settings
 from nodus_gitops.floor.errors import ConfigError, refuse_unknown_settings
 from nodus_gitops.floor.quantities import DurationError, duration
+from nodus_gitops.hosts.credentials import Credentials, split_userinfo
 from nodus_gitops.hosts.urls import split_repo_url
-from nodus_gitops.source import Credentials, split_userinfo
 
 if TYPE_CHECKING:  # the App's client (httpx, PyJWT) loads only for a config that has one
     from nodus_gitops.hosts.github_app import GitHubApp
@@ -322,6 +320,8 @@ def _read_config(path: str) -> dict[str, Any]:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"--config {path}: {e.strerror}") from None
+    import yaml  # only with a config file: `get` of a local state alone never loads it
+
     try:
         raw = yaml.load(text, Loader=yaml.CSafeLoader) or {}
     except yaml.YAMLError as e:
@@ -360,6 +360,8 @@ def _is_local_path(url: str) -> bool:
 def _default_branch(url: str) -> str:
     """For a local repository, the branch checked out there; else `main`."""
     if _is_local_path(url) and Path(url).exists():
+        import pygit2  # only for a local repository: reading a config never loads libgit2
+
         try:
             repo = pygit2.Repository(url)
             if not repo.head_is_detached and not repo.head_is_unborn:

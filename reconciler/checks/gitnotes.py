@@ -24,7 +24,8 @@ import pygit2
 from nodus_gitops.checks.model import CheckRun
 from nodus_gitops.floor.errors import ConfigError, PermanentError, SourceError, TransientError
 from nodus_gitops.floor.redaction import scrub, url_without_userinfo
-from nodus_gitops.source import Credentials, _Callbacks, _split_url
+from nodus_gitops.hosts.credentials import Credentials
+from nodus_gitops.source import _Callbacks, _split_url
 
 NOTES_REF = "refs/notes/nodus"
 REMOTE_COPY = "refs/notes/nodus-remote"

@@ -39,8 +39,8 @@ from nodus_gitops.floor.errors import (
     refuse_unknown_settings,
 )
 from nodus_gitops.hosts.client import ApiClient, HostLimiter, ValidationFailed
+from nodus_gitops.hosts.credentials import Credentials
 from nodus_gitops.hosts.github import github_auth, github_headers
-from nodus_gitops.source import Credentials
 
 DEFAULT_API_URL = "https://api.github.com"
 JWT_BACKDATE = 60  # seconds: GitHub's advice against clock drift

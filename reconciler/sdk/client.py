@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pygit2
 from nodus_gitops.floor.redaction import url_without_userinfo
+from nodus_gitops.hosts.credentials import Credentials
 from nodus_gitops.sdk import errors
-from nodus_gitops.source import Credentials
 
 DEFAULT_API_URL = "http://127.0.0.1:8080"
 DEFAULT_NOT_FOUND_GRACE = 90.0  # 3x the default 30 s poll interval

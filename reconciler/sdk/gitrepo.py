@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pygit2
 from nodus_gitops.floor.errors import ConfigError, SourceError
+from nodus_gitops.hosts.credentials import Credentials
 from nodus_gitops.manifests import is_manifest_path
 from nodus_gitops.sdk import errors
-from nodus_gitops.source import Credentials, GitSource
+from nodus_gitops.source import GitSource
 from pygit2.enums import FileMode
 
 PUSH_ATTEMPTS = 5

@@ -521,8 +521,8 @@ def configured_secrets(settings: Settings, environ: Mapping[str, str] | None = N
 
 def _binding_secrets(binding: Binding, env: Mapping[str, str]) -> Iterator[str]:
     from nodus_gitops.floor.errors import NodusGitopsError
+    from nodus_gitops.hosts.credentials import Credentials
     from nodus_gitops.hosts.urls import split_repo_url
-    from nodus_gitops.source import Credentials
 
     held = []
     if binding.url_credentials is not None:

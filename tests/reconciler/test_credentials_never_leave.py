@@ -17,8 +17,8 @@ import pytest
 from nodus_gitops.config import Binding, binding_from_flags, load_settings
 from nodus_gitops.floor.identity import ANNOTATION_SOURCE_REPO
 from nodus_gitops.floor.phases import is_terminal
+from nodus_gitops.hosts.credentials import Credentials
 from nodus_gitops.logging_setup import JsonFormatter
-from nodus_gitops.source import Credentials
 from nodus_gitops.state.store import Store
 from nodus_gitops.web.server import start_server
 from nodus_gitops.wiring import build_service

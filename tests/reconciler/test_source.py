@@ -10,7 +10,8 @@ import pygit2
 import pytest
 from nodus_gitops.floor.errors import ConfigError, SourceError
 from nodus_gitops.floor.redaction import mask_url_passwords, scrub, url_without_userinfo
-from nodus_gitops.source import Backoff, Credentials, GitSource
+from nodus_gitops.hosts.credentials import Credentials
+from nodus_gitops.source import Backoff, GitSource
 
 from tests.fixtures_git import GitHttpServer, ManifestRepo, git, serve_git_http
 
