@@ -22,10 +22,18 @@ Every entry counts at least one block (`ENTRY_BYTES`): an empty file, a director
 link takes an inode and often a block, so a Job cannot fill a disk's inodes or
 directory blocks with entries of no size.
 
-Measuring walks the directories, so a supervisor measures at most every few seconds
-and, for a Job with very many files, less often still (twenty times the last walk's
-duration apart). A single file can never pass the cap in between: runs start with
-RLIMIT_FSIZE at the cap.
+Measuring walks the directories, and adds what the Job's processes (every process
+descended from its supervisor: a contained run's orphans go to its namespace's init)
+hold open of files that have no name left (`open_deleted`), which no walk can see. A
+supervisor measures every few seconds and, for a Job with very many files, less often
+still (twenty times the last walk's duration apart); while the disk's free space falls
+faster than the Job's room under its cap, as soon as that bound allows (at most ten
+times a second). A single file never passes the cap by more than a byte: runs start
+with RLIMIT_FSIZE just past it. What a poll can still miss for a while: several files
+each under the cap written between two measures, blocks kept past a file's end
+(fallocate's KEEP_SIZE is not held by RLIMIT_FSIZE), a file held only by a mapping or by
+a descriptor in flight in a Unix socket, and, without a sandbox, the files of a process
+that left the supervisor's descendants (setsid and a double fork).
 """
 
 from __future__ import annotations
@@ -39,10 +47,12 @@ from pathlib import Path
 from typing import Any
 
 from nodus_gitops.providers.jsonfiles import exclusive_lock, read_json, write_json
-from nodus_gitops.providers.local import jobstate
+from nodus_gitops.providers.local import jobstate, procs
 
 MIN_INTERVAL = 2.0
 WALK_FACTOR = 20.0
+FAST_INTERVAL = 0.1  # the least time between two measures while the disk fills fast
+FAST_BYTES = 1 << 20  # a fall in free space that is fast when the cap is not known
 ENTRY_BYTES = 4096  # the least any file, directory or link counts
 MIN_FREE_INODES = 4096  # the most the inode floor asks for
 
@@ -100,27 +110,91 @@ def tree_bytes(roots: Iterable[Path]) -> int:
     return total
 
 
+def open_deleted(pids: Iterable[int], devices: set[int]) -> tuple[int, int]:
+    """(bytes, files) of the regular files on `devices` (the Job's directories' file
+    systems: a memory file or /tmp's tmpfs is not the disk) that `pids` hold open and
+    that have no name left (unlinked, O_TMPFILE): each counted once, by the larger of
+    its size and its allocated blocks, at least ENTRY_BYTES, as `tree_bytes` counts."""
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for pid in pids:
+        base = f"/proc/{pid}/fd"
+        try:
+            fds = os.listdir(base)
+        except OSError:  # gone, or not ours to read
+            continue
+        for fd in fds:
+            link = f"{base}/{fd}"
+            try:
+                if not os.readlink(link).endswith(" (deleted)"):
+                    continue
+                st = os.stat(link)  # the magic link: the open file itself
+            except OSError:
+                continue
+            key = (st.st_dev, st.st_ino)
+            if st.st_nlink or not stat.S_ISREG(st.st_mode) or st.st_dev not in devices \
+                    or key in seen:
+                continue  # a name left (the walk counts it), not the disk, or counted
+            seen.add(key)
+            total += max(ENTRY_BYTES, st.st_size, st.st_blocks * 512)
+    return total, len(seen)
+
+
 class Meter:
     """Measures a Job's written bytes no more often than its walks allow; with `statfs`
-    (the Job's own filesystem) at every call, it costs one system call."""
+    (the Job's own filesystem) at every call, it costs one system call. Polled, it
+    counts the open unlinked files of `processes` (by default every descendant of this
+    process, the Job's supervisor) and measures early while the disk's free space falls
+    by more than what the Job has left under `cap` (FAST_BYTES when not known)."""
 
-    def __init__(self, roots: list[Path], statfs: Callable[[], int] | None = None):
+    def __init__(self, roots: list[Path], statfs: Callable[[], int] | None = None,
+                 processes: Callable[[], Iterable[int]] | None = None,
+                 cap: int | None = None):
         self.roots = roots
         self.statfs = statfs
+        self.processes = processes or (lambda: procs.descendants(os.getpid()))
+        self.cap = cap
         self.next_at = 0.0
+        self.soonest = 0.0  # the earliest next measure while the disk fills fast
+        self.free_then: int | None = None  # the disk's free bytes as the last measure began
         self.last = 0
+        self.deleted = 0  # of `last`: what files unlinked while held open took
+        self.deleted_files = 0
+
+    def _free(self) -> int | None:
+        for root in self.roots:
+            free = free_bytes(root)
+            if free is not None:
+                return free
+        return None
 
     def due(self, now: float) -> bool:
-        return self.statfs is not None or now >= self.next_at
+        if self.statfs is not None or now >= self.next_at:
+            return True
+        if now < self.soonest or self.free_then is None:
+            return False
+        free = self._free()  # one statfs: cheap enough for every pass
+        room = FAST_BYTES if self.cap is None else max(ENTRY_BYTES, self.cap - self.last)
+        return free is not None and self.free_then - free > room
 
     def measure(self, now: float) -> int:
         if self.statfs is not None:
             self.last = self.statfs()
             return self.last
         started = time.monotonic()
-        self.last = tree_bytes(self.roots)
+        self.free_then = self._free()
+        walked = tree_bytes(self.roots)
+        devices = set()
+        for root in self.roots:
+            try:
+                devices.add(os.stat(root).st_dev)
+            except OSError:
+                pass
+        self.deleted, self.deleted_files = open_deleted(self.processes(), devices)
+        self.last = walked + self.deleted
         took = time.monotonic() - started
         self.next_at = now + max(MIN_INTERVAL, WALK_FACTOR * took)
+        self.soonest = now + max(FAST_INTERVAL, WALK_FACTOR * took)
         return self.last
 
 

@@ -92,3 +92,22 @@ def pidns_members(inode: int) -> list[int]:
         if fields and fields[0] not in ("Z", "X"):
             members.append(int(entry))
     return members
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process descended from `pid` (a scan of /proc): a run's processes are
+    its supervisor's, and a contained run's orphans go to its namespace's init, which is
+    one of them too."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields = _stat_fields(int(entry))
+        if fields and fields[0] not in ("Z", "X"):
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    found, stack = [], list(children.get(pid, ()))
+    while stack:
+        member = stack.pop()
+        found.append(member)
+        stack.extend(children.get(member, ()))
+    return found
