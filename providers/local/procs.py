@@ -102,8 +102,17 @@ def descendants(pid: int) -> list[int]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        fields = _stat_fields(int(entry))
-        if fields and fields[0] not in ("Z", "X"):
+        try:  # raw reads: this runs at every measure of a polled Job, over every process
+            fd = os.open(f"/proc/{entry}/stat", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                raw = os.read(fd, 1024)
+            finally:
+                os.close(fd)
+        except OSError:
+            continue
+        # comm may hold spaces and parentheses: the state and ppid follow the last ')'
+        fields = raw[raw.rfind(b")") + 2:].split(None, 2)
+        if len(fields) >= 2 and fields[0] not in (b"Z", b"X"):
             children.setdefault(int(fields[1]), []).append(int(entry))
     found, stack = [], list(children.get(pid, ()))
     while stack:

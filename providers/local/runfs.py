@@ -28,8 +28,10 @@ least 4 KiB against the cap (`used`), as when the cap is polled, so that running
 inodes is reported like running out of bytes.
 
 Elsewhere (not root, no loop devices, `diskLimit: polled`) the Job's files are a plain
-directory under the run directory and the cap is polled (`diskuse.Meter`); the Job's
-status says which (`status.disk`, the `DiskLimited` condition).
+directory under the run directory and the cap is polled (`diskuse.Meter`: the walk, the
+files the run's processes hold open after unlinking them, no file past the cap through
+RLIMIT_FSIZE, what passes between two measures aside); the Job's status says which
+(`status.disk`, the `DiskLimited` condition).
 """
 
 from __future__ import annotations
@@ -690,6 +692,9 @@ def describe(disk: dict[str, Any]) -> str:
         return (f"the Job's files (/nodus/outputs, /nodus/work, /nodus/state, the source "
                 f"checkout) are an ext4 filesystem of their own: the kernel refuses writes "
                 f"past maxOutputBytes ({disk['capBytes']})")
-    return (f"the Job's files are measured every few seconds against maxOutputBytes, not "
-            f"held to it by the kernel: {disk.get('problem') or 'no filesystem of its own'}")
+    return (f"the Job's files are measured every few seconds (at once while the disk fills "
+            f"faster than the Job's room) against maxOutputBytes, with the files its "
+            f"processes hold open after deleting them, and no single file may pass it "
+            f"(RLIMIT_FSIZE); several files can pass it between two measures, as the kernel "
+            f"does not hold the Job to it: {disk.get('problem') or 'no filesystem of its own'}")
 
