@@ -40,6 +40,7 @@ def wait_for(url: str) -> None:
     engine.dispose()
 
 
+@pytest.mark.postgres_restart  # no other test may use the server meanwhile
 @pytest.mark.skipif(shutil.which("pg_ctlcluster") is None,
                     reason="pg_ctlcluster is missing: PostgreSQL cannot be restarted here")
 def test_postgres_restart_during_a_sync(manifest_repo: ManifestRepo, pg_state_url: str,
