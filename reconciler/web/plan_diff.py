@@ -10,102 +10,20 @@ shows each field of the manifest it sent as added; a delete, the resource as rem
 
 from __future__ import annotations
 
-import difflib
-import json
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
-import yaml
+from nodus_gitops.plan_diff import (
+    CONTEXT,
+    FieldDiff,
+    Line,
+    field_diff,
+    leaves,
+    scalar_text,
+)
 from nodus_gitops.web.html import Safe, tag
 
-LONG_STRING = 80  # characters; a longer (or multi-line) string is a line diff
-CONTEXT = 3  # unchanged lines shown next to a change
 FOLD_AT = 4  # a run of more hidden unchanged lines than this is folded
-
-
-@dataclass(frozen=True)
-class Line:
-    sign: str  # "-" removed, "+" added, " " unchanged
-    text: str
-
-
-@dataclass(frozen=True)
-class FieldDiff:
-    path: str
-    old: Any
-    new: Any
-    inline: bool  # shown as old → new; else `lines` is the line diff
-    lines: tuple[Line, ...] = ()
-
-
-def _short(value: Any) -> bool:
-    if isinstance(value, str):
-        return "\n" not in value and "\r" not in value and len(value) <= LONG_STRING
-    return value is None or isinstance(value, bool | int | float)
-
-
-class _BlockDumper(yaml.SafeDumper):
-    """YAML with multi-line strings as literal blocks, so a script diffs line by line."""
-
-
-def _str_block(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_BlockDumper.add_representer(str, _str_block)
-
-
-def _yaml(value: Any, dumper: type[yaml.SafeDumper], unicode: bool) -> str:
-    return yaml.dump(value, Dumper=dumper, sort_keys=False, allow_unicode=unicode,
-                     default_flow_style=False, width=10_000)
-
-
-def value_text(value: Any) -> str:
-    """The text a value is diffed as: a string as itself, anything else as YAML that
-    reads back as the value (scripts as literal blocks)."""
-    if isinstance(value, str):
-        return value
-    # PyYAML writes some strings it reads back otherwise (a block of only line breaks, a
-    # NEL in a key): then quoted, then with every non-ASCII character escaped.
-    for dumper, unicode in ((_BlockDumper, True), (yaml.SafeDumper, True),
-                            (yaml.SafeDumper, False)):
-        text = _yaml(value, dumper, unicode)
-        # checked whole: a literal block's last line break is part of its value
-        if yaml.safe_load(text) == value:
-            return text.removesuffix("\n").removesuffix("\n...").removesuffix("...")
-    return json.dumps(value, indent=2)  # JSON is YAML too
-
-
-def scalar_text(value: Any) -> str:
-    """A short value on one line, as YAML writes it (so `'2'` and `2` differ)."""
-    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, width=10_000)
-    return text.strip().removesuffix("...").strip()
-
-
-def _lines(value: Any) -> list[str]:
-    return [] if value is None else value_text(value).split("\n")
-
-
-def line_diff(old: Any, new: Any) -> tuple[Line, ...]:
-    """Every line of both values' text, marked removed, added or unchanged."""
-    before, after = _lines(old), _lines(new)
-    out: list[Line] = []
-    matcher = difflib.SequenceMatcher(None, before, after, autojunk=False)
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
-        if op == "equal":
-            out += [Line(" ", t) for t in before[i1:i2]]
-            continue
-        out += [Line("-", t) for t in before[i1:i2]]
-        out += [Line("+", t) for t in after[j1:j2]]
-    return tuple(out)
-
-
-def field_diff(path: str, old: Any, new: Any) -> FieldDiff:
-    if _short(old) and _short(new):
-        return FieldDiff(path, old, new, inline=True)
-    return FieldDiff(path, old, new, inline=False, lines=line_diff(old, new))
 
 
 def _what(d: FieldDiff) -> str:
@@ -165,16 +83,6 @@ def render_field(d: FieldDiff) -> Safe:
     else:
         values = Safe(tag("code", scalar_text(d.old)) + " → " + tag("code", scalar_text(d.new)))
     return tag("li", label, " ", mark, " ", values, class_=f"change {what}")
-
-
-def leaves(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
-    """(path, value) of every field under `value`: mappings are walked, lists and scalars
-    are one field each."""
-    if isinstance(value, dict) and value:
-        for key, item in value.items():
-            yield from leaves(item, f"{path}.{key}" if path else str(key))
-    else:
-        yield path, value
 
 
 def render_action(action: dict[str, Any], manifest: dict[str, Any] | None) -> Safe:

@@ -12,13 +12,8 @@ from typing import Any
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nodus_gitops.web.plan_diff import (
-    field_diff,
-    render_action,
-    render_field,
-    scalar_text,
-    value_text,
-)
+from nodus_gitops.plan_diff import field_diff, scalar_text, value_text
+from nodus_gitops.web.plan_diff import render_action, render_field
 
 from tests.web.seed import XSS_IMG, XSS_SCRIPT
 
@@ -155,7 +150,7 @@ def test_rendering_never_writes_their_markup(path: str, old: Any, new: Any) -> N
 def test_a_command_whose_script_ends_in_a_line_break_is_diffed_as_its_literal_block() -> None:
     # Every `|` block ends in a line break; the text must read back whole, that break
     # included, or the script falls back to one quoted line with blank lines between.
-    from nodus_gitops.web.plan_diff import value_text
+    from nodus_gitops.plan_diff import value_text
 
     assert value_text(["bash", "-c", "echo a\necho b\n"]).split("\n") == [
         "- bash", "- -c", "- |", "  echo a", "  echo b"]
