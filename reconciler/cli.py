@@ -99,8 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
         "~/.config/nodus-gitops/config.yaml\n"
         "  state   --state-dir DIR, else NODUS_GITOPS_HOME, else the config's stateDir, else\n"
         "          ./.nodus-gitops (or a database: --state URL, NODUS_GITOPS_STATE)\n"
-        "  server  --server URL, else NODUS_GITOPS_SERVER: get, describe, logs and sync read\n"
-        "          a `serve`'s API instead (its token from NODUS_GITOPS_TOKEN)\n\n"
+        "  server  --server URL, else NODUS_GITOPS_SERVER: get, describe, logs, cp, plan and\n"
+        "          sync ask a `serve`'s API instead (its token from NODUS_GITOPS_TOKEN)\n\n"
         "exit codes: 0 success, 1 problems found or the command failed, 2 usage error\n"
         "(plan: 2 when changes are pending); with --server: 3 server unreachable, 4 token\n"
         "refused (401), 5 no API at that URL. `nodus-gitops COMMAND --help` for each.")
@@ -126,10 +126,14 @@ def build_parser() -> argparse.ArgumentParser:
                     "Show what applying a commit would create, patch, replace or delete,\n"
                     "against what the state records; nothing is applied or written. Exit 0\n"
                     "when nothing would change, 2 when changes are pending, 1 for problems\n"
-                    "or a blocked change.",
+                    "or a blocked change. With --server, the server plans its binding\n"
+                    "(--binding, or its only one) against its own state, and this prints\n"
+                    "what it answers, masked as its dashboard masks.",
                     "  nodus-gitops plan --repo . --path examples-repo\n"
                     "  nodus-gitops plan --config config.yaml --binding team-a --ref "
-                    "feature/x -o json")
+                    "feature/x -o json\n"
+                    "  nodus-gitops plan --server https://gitops.example --binding team-a "
+                    "--ref refs/pull/7/head")
     _repo_options(p)
     _state_options(p)
     p.add_argument("--ref", help="branch, tag, SHA or ref to plan (default: the branch tip)")
@@ -221,9 +225,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = _subcommand(sub, "cp", "copy a Job's output and verify its SHA-256",
                     "Copy a finished Job's declared output to DEST, checked against the\n"
-                    "SHA-256 recorded when the Job finished (local and Slurm).",
+                    "SHA-256 recorded when the Job finished (local and Slurm). With\n"
+                    "--server, the server sends it (only where its dashboard has a token)\n"
+                    "and it is checked again here before it is written.",
                     "  nodus-gitops cp job/hello:outputs/report ./report.json\n"
-                    "  nodus-gitops cp job/gang:outputs/rank-1/result ./rank1")
+                    "  nodus-gitops cp job/gang:outputs/rank-1/result ./rank1\n"
+                    "  NODUS_GITOPS_TOKEN=... nodus-gitops cp job/hello:outputs/report . "
+                    "--server https://gitops.example")
     p.add_argument("source", metavar="job/NAME:outputs/OUTPUT", help="the Job and the name "
                    "of one of its outputs")
     p.add_argument("dest", metavar="DEST", help="file or directory to copy to")

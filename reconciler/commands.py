@@ -17,7 +17,6 @@ from nodus_gitops.floor.errors import ConfigError
 from nodus_gitops.floor.identity import KINDS, MAX_NAME, ResourceKey, is_resource_name
 from nodus_gitops.floor.phases import is_terminal
 from nodus_gitops.floor.problems import Problem
-from nodus_gitops.floor.results import RUNS, ActionType
 from nodus_gitops.locations import CONFIG_ENV, STATE_FILE, find_config, no_state
 from nodus_gitops.output import (
     RESULT_COLOURS,
@@ -32,7 +31,6 @@ from nodus_gitops.output import (
 
 if TYPE_CHECKING:  # the commands import what they use when they run: see cli._command
     from nodus_gitops.config import Settings
-    from nodus_gitops.desired import DesiredTree
     from nodus_gitops.state.quick_read import QuickReader
     from nodus_gitops.state.records import InventoryRecord
     from nodus_gitops.state.store import Store
@@ -172,18 +170,18 @@ def _single_binding(settings: Settings, args: argparse.Namespace):
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from nodus_gitops.remote import server_of
+
+    url = server_of(args)
+    if url is not None:
+        return _remote_plan(args, url)
+    from nodus_gitops.apply import ApplyContext
     from nodus_gitops.desired import DesiredTree
     from nodus_gitops.plan import plan
-    from nodus_gitops.remote import server_of
+    from nodus_gitops.plan_report import plan_report
     from nodus_gitops.sync import InventoryView, plan_options
     from nodus_gitops.wiring import git_source
 
-    url = server_of(args)
-    if url is not None:  # a plan compares Git with the manifests the state recorded
-        print(f"nodus-gitops plan: {url} serves no state to plan against (its manifests are "
-              "masked): run plan without --server where its state is (or with --state URL "
-              "of its database); a pushed commit's plan is on its sync's page", file=sys.stderr)
-        return EXIT_PROBLEMS
     settings = settings_from(args)
     binding = _single_binding(settings, args)
     store = existing_store(settings)  # none yet: everything is still to create
@@ -191,75 +189,49 @@ def cmd_plan(args: argparse.Namespace) -> int:
     tip = source.fetch()
     commit = source.resolve(args.ref) if args.ref else tip
     tree = DesiredTree.read(commit, binding.project, source.read_tree(commit, binding.path))
-    problems = tree.problems
     # Pure: the same function the sync applies, against what the store recorded; nothing
     # is built to apply it and nothing is written.
     inventory, observed = InventoryView(store, binding.id).state() if store else ([], {})
     the_plan = plan(tree.desired(), inventory, observed, plan_options(binding))
-    server = server_dry_run(settings, binding, the_plan, tree, commit) if not problems else {}
-    problems += [p for result in server.values() for p in result["problems"]]
-    if args.output == "json":
-        data = the_plan.to_dict(commit, [p.as_dict() for p in problems])
-        for action in data["actions"]:
-            found = server.get((action["kind"], action["name"]))
-            if found:
-                action["server"] = {k: v for k, v in found.items() if k != "problems"}
-        print(json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, default=str))
-    else:
-        from nodus_gitops.plan_text import plan_text
-
-        print(plan_text(commit, the_plan, problems))
-        for (kind, name), found in sorted(server.items()):
-            shown = {k: v for k, v in found.items() if v and k != "problems"}
-            if shown:
-                print(f"  server dry run of {kind}/{name}: "
-                      + ", ".join(f"{k} {v}" for k, v in shown.items()))
-    if problems or the_plan.blocked:
-        return EXIT_PROBLEMS
-    return EXIT_CHANGES if the_plan.has_changes else EXIT_OK
+    ctx = ApplyContext(binding.id, binding.project, settings.instance, binding.url, commit)
+    provider = _dry_run_backend(settings, binding)
+    try:
+        report = plan_report(commit, tree, the_plan, provider, ctx)
+    finally:
+        if provider is not None:
+            provider.close()
+    print(report.json_text() if args.output == "json" else report.text())
+    return report.exit_code
 
 
-def server_dry_run(settings: Settings, binding, the_plan, tree: DesiredTree,
-                   commit: str) -> dict:
-    """For a backend with a server-side dry run (the Nodus API): what the server would
-    default (the GPU memory floor, the estimate) or reject, per created or patched
-    resource. Other backends: nothing."""
+def _remote_plan(args: argparse.Namespace, url: str) -> int:
+    """`plan --server`: the server plans its binding (`--binding`, or its only one) at
+    `--ref` (default its branch's tip, fetched) against its own state, and answers
+    what the local plan prints, masked as its dashboard masks."""
+    from nodus_gitops.remote import Client, remote_plan
+
+    local = [f"--{name}" for name in ("repo", "branch", "path", "project", "provider")
+             if getattr(args, name, None)]
+    if local:
+        print(f"nodus-gitops plan: {', '.join(local)}: with --server the server plans a "
+              "binding it serves, from its own repository: name it with --binding ID",
+              file=sys.stderr)
+        return EXIT_USAGE
+    answer = remote_plan(Client(url), args.binding, args.ref)
+    print(answer["json"] if args.output == "json" else answer["text"])
+    return int(answer["exitCode"])
+
+
+def _dry_run_backend(settings: Settings, binding):
+    """The binding's backend where it has a server-side dry run (the Nodus API), else
+    None: the other backends are not built for a plan (the local one would make its
+    folders)."""
     provider_settings = settings.provider_settings(binding.provider)
     if provider_settings.get("type", binding.provider) != "nodus":
-        return {}
+        return None
     from nodus_gitops.backends import build_backend
-    from nodus_gitops.providers.base import DryRuns
 
-    provider = build_backend(binding.provider, provider_settings, settings.state_dir)
-    try:
-        return _dry_runs(provider, settings, binding, the_plan, tree, commit) if isinstance(
-            provider, DryRuns) else {}
-    finally:
-        provider.close()
-
-
-def _dry_runs(provider, settings: Settings, binding, the_plan, tree: DesiredTree,
-              commit: str) -> dict:
-    from nodus_gitops.apply import ApplyContext, merge_patch, workload_for
-
-    ctx = ApplyContext(binding.id, binding.project, settings.instance, binding.url, commit)
-    manifests = {(m.kind, m.name): m for m in tree.manifests}
-    results = {}
-    for action in the_plan.actions:
-        if action.action not in RUNS or not action.manifest:
-            continue
-        workload = workload_for(action.manifest, action.key, action.spec_hash, action.file, ctx)
-        changes = merge_patch(action.changes, action.manifest) if (
-            action.action == ActionType.PATCH) else None
-        result = provider.dry_run(workload, changes)
-        m = manifests.get((action.key.kind, action.key.name))
-        line_of = m.doc.line_of if m is not None else (lambda _path: 1)
-        results[(action.key.kind, action.key.name)] = {
-            "minMemory": result.min_memory, "estimateUSD": result.estimate,
-            "message": result.message,
-            "problems": result.problems(action.file, line_of, kind=action.key.kind,
-                                        name=action.key.name)}
-    return results
+    return build_backend(binding.provider, provider_settings, settings.state_dir)
 
 
 def _service(settings: Settings, store: Store):
@@ -658,10 +630,15 @@ def cmd_cp(args: argparse.Namespace) -> int:
     if not output:
         raise ConfigError(f"{args.source!r}: use job/NAME:outputs/OUTPUT")
     url = server_of(args)
-    if url is not None:  # the API serves no output's bytes
-        print(f"nodus-gitops cp: {url} serves no outputs to copy: run cp without --server "
-              "on the server's machine (its state and backends are there)", file=sys.stderr)
-        return EXIT_PROBLEMS
+    if url is not None:  # the server copies and checks it, this end checks it again
+        from nodus_gitops.remote import Client, RemoteStore
+        from nodus_gitops.remote_copy import copy_remote_output
+
+        client = Client(url)
+        key, _owner = job_owner(RemoteStore(client), source)
+        path, size, digest = copy_remote_output(client, key, output, Path(args.dest))
+        print(f"{path}: {size} bytes, sha256 {digest[:12]}")
+        return EXIT_OK
     try:
         with _job_backend_with(args, source, HasOutputs, "outputs the reconciler cannot copy; "
                                "fetch them with that platform's own tools") as (key, backend):

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -67,7 +69,19 @@ class Client:
     url: str
     token: str | None = field(default_factory=lambda: os.environ.get(TOKEN_ENV) or None)
 
-    def _request(self, method: str, path: str) -> tuple[Any, dict[str, str]]:
+    def _request(self, method: str, path: str,
+                 timeout: float = TIMEOUT) -> tuple[Any, dict[str, str]]:
+        with self.reply(method, path, timeout) as reply:
+            try:
+                return json.loads(reply.read() or b"null"), dict(reply.headers)
+            except ValueError:
+                raise RemoteError(f"{self.url}{path} did not answer JSON: is {self.url} a "
+                                  "`nodus-gitops serve`?", EXIT_NO_API) from None
+
+    @contextmanager
+    def reply(self, method: str, path: str, timeout: float = TIMEOUT) -> Iterator[Any]:
+        """The server's answer to a request, open to be read; every failure (unreachable,
+        401, no API, 404, another status) as a RemoteError with its exit code."""
         # urllib (http.client, ssl) loads only when a server is asked: a local `get` never
         from urllib.error import HTTPError, URLError
         from urllib.request import Request, urlopen
@@ -76,8 +90,7 @@ class Client:
         if self.token:
             request.add_header("Authorization", f"Bearer {self.token}")
         try:
-            with urlopen(request, timeout=TIMEOUT) as reply:  # noqa: S310 (http(s) only)
-                return json.loads(reply.read() or b"null"), dict(reply.headers)
+            opened = urlopen(request, timeout=timeout)  # noqa: S310 (http(s) only)
         except HTTPError as exc:
             raise self._refused(exc, path) from None
         except (URLError, OSError) as exc:
@@ -85,9 +98,8 @@ class Client:
             raise RemoteError(f"cannot reach {self.url}: {reason} (is `nodus-gitops serve` "
                               f"running there? point --server or {SERVER_ENV} at it)",
                               EXIT_UNREACHABLE) from None
-        except ValueError:
-            raise RemoteError(f"{self.url}{path} did not answer JSON: is {self.url} a "
-                              "`nodus-gitops serve`?", EXIT_NO_API) from None
+        with opened:
+            yield opened
 
     def _refused(self, exc: HTTPError, path: str) -> RemoteError:
         try:
@@ -110,8 +122,10 @@ class Client:
         shown = {k: v for k, v in query.items() if v is not None}
         return self._request("GET", path + (f"?{urlencode(shown)}" if shown else ""))[0]
 
-    def post(self, path: str) -> Any:
-        return self._request("POST", path)[0]
+    def post(self, path: str, timeout: float = TIMEOUT, **query: Any) -> Any:
+        shown = {k: v for k, v in query.items() if v is not None}
+        return self._request("POST", path + (f"?{urlencode(shown)}" if shown else ""),
+                             timeout)[0]
 
     def pages(self, path: str, **query: Any) -> list[Any]:
         """Every item of a paged listing, page after page until the last."""
@@ -298,3 +312,20 @@ class SyncFollower:
         return SyncOutcome("unchanged", repo.get("lastSeenCommit"),
                            "nothing new to apply" if repo.get("lastSeenCommit") == repo.get(
                                "lastAppliedCommit") else "nothing new to judge")
+
+
+PLAN_TIMEOUT = 180.0  # the server waits up to a minute for a running sync, then fetches
+
+
+def remote_plan(client: Client, binding_id: str | None, ref: str | None) -> dict[str, Any]:
+    """The server's plan of `binding_id` (default: its only binding) at `ref` (default:
+    its branch's tip): `text`, `json` and `exitCode` as the local `plan` prints and ends."""
+    if binding_id is None:
+        ids = sorted(str(r.get("id")) for r in client.get("/api/v1/repos"))
+        if len(ids) != 1:
+            raise RemoteError(f"{client.url} serves {len(ids)} repo bindings"
+                              + (f" ({', '.join(ids)})" if ids else "")
+                              + ": choose one with --binding ID")
+        binding_id = ids[0]
+    return client.post(f"/api/v1/repos/{quote(binding_id, safe='')}/plan", PLAN_TIMEOUT,
+                       ref=ref)

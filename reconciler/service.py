@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
@@ -25,6 +26,11 @@ from nodus_gitops.state.store import Store
 from nodus_gitops.sync import BindingSync, SyncReport
 from nodus_gitops.workloads.expiry import ExpiresFinished
 
+if TYPE_CHECKING:
+    from nodus_gitops.apply import ApplyContext
+    from nodus_gitops.desired import DesiredTree
+    from nodus_gitops.plan import Plan
+
 log = logging.getLogger("nodus_gitops.service")
 # Live status of unfinished resources is read this often, apart from Git polling, so that
 # Pipelines and Sweeps move on quickly whatever the poll interval.
@@ -32,6 +38,7 @@ STATUS_REFRESH_SECONDS = 2
 FOLLOW_UP_SECONDS = (0.1, 0.3, 0.6, 1.0)
 FOLLOW_UP_WAIT_SECONDS = 0.2
 TRIGGER_WAIT_SECONDS = 120
+PLAN_WAIT_SECONDS = 60  # a plan asked of the server waits this long for a running sync
 
 
 @dataclass
@@ -225,6 +232,26 @@ class Service:
         for binding_id in gained:
             with self.locks[binding_id]:
                 self.syncs[binding_id].forget_cached_state()
+
+    def plan_ref(self, binding_id: str, ref: str | None, *, wait: float = PLAN_WAIT_SECONDS
+                 ) -> tuple[str, DesiredTree, Plan, Provider, ApplyContext] | None:
+        """What `plan` shows of `ref` (default: the branch's tip) against this service's
+        state, for `plan --server`: the commit, its tree, its plan, the binding's backend
+        (for a dry run) and the context to ask it in. Made under the binding's lock, so
+        that it never fetches into the mirror while a sync does; None when a sync held
+        the lock for longer than `wait` seconds. KeyError for a binding not served here."""
+        from nodus_gitops.apply import ApplyContext
+
+        sync = self.syncs[binding_id]
+        if not self.locks[binding_id].acquire(timeout=wait):
+            return None
+        try:
+            commit, tree, the_plan = sync.plan_ref(ref)
+        finally:
+            self.locks[binding_id].release()
+        binding = sync.binding
+        return commit, tree, the_plan, sync.applier.provider, ApplyContext(
+            binding.id, binding.project, self.settings.instance, binding.url, commit)
 
     def trigger(self, binding_id: str) -> bool:
         """Run a sync now, in the background (webhooks, the refresh endpoint)."""

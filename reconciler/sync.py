@@ -235,6 +235,17 @@ class BindingSync:
         self.reporter.planned(commit, result, problems, ref, number)
         return result, problems
 
+    def plan_ref(self, ref: str | None) -> tuple[str, DesiredTree, Plan]:
+        """What `plan` shows of `ref` (default: the branch's tip, fetched): the commit, its
+        tree and its full plan against this binding's recorded state. Nothing is posted
+        or applied, and the tree and plan this sync keeps for its next poll stay as they
+        are."""
+        commit = self.source.resolve(ref) if ref else self.source.fetch()
+        tree = DesiredTree.read(commit, self.binding.project,
+                                self.source.read_tree(commit, self.binding.path))
+        inventory, observed = self.inventory.state()
+        return commit, tree, plan(tree.desired(), inventory, observed, self.options)
+
     def _preview_commit(self, ref: str, head_sha: str | None,
                         number: int | None) -> str | None:
         """The commit a preview plans: the pull request's own head. A fork's head is only

@@ -25,15 +25,16 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote
 
 from nodus_gitops import metrics
-from nodus_gitops.web import hooks, routes
+from nodus_gitops.web import hooks, outputs, routes
 from nodus_gitops.web.auth import Auth
 from nodus_gitops.web.gauges import StoreGauges
 from nodus_gitops.web.limits import Limits
 from nodus_gitops.web.origins import TrustedHosts, cross_site
 from nodus_gitops.web.readiness import readiness
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
+from starlette.responses import FileResponse, Response
 from starlette.routing import Mount
 from starlette.types import Receive, Scope, Send
 
@@ -47,6 +48,8 @@ STATIC_TYPES = {".js": "text/javascript; charset=utf-8", ".css": "text/css; char
 READ_ONLY = "GET, HEAD"
 
 _REFRESH = re.compile(r"^/api/v1/repos/([a-z0-9-]+)/refresh$")
+_PLAN = re.compile(r"^/api/v1/repos/([a-z0-9-]+)/plan$")
+_OUTPUT = re.compile(r"^/api/v1/resources/Job/([^/]+)/([^/]+)/outputs/(.+)$")
 _HOOK = re.compile(r"^/hooks/([a-z]+)$")
 log = logging.getLogger("nodus_gitops.web")
 
@@ -54,7 +57,7 @@ log = logging.getLogger("nodus_gitops.web")
 @dataclass(frozen=True)
 class Answer:
     status: int
-    body: Any  # str, bytes, or anything json.dumps takes
+    body: Any  # str, bytes, outputs.FileBody, or anything json.dumps takes
     content_type: str = routes.JSON
     headers: dict[str, str] = field(default_factory=dict)
 
@@ -71,13 +74,16 @@ def _response(answer: Answer, *, close: bool = False) -> Response:
     """The answer with the security headers; `close` ends the connection after it (a body
     the server did not read may follow the request)."""
     body = answer.body
-    data = body.encode() if isinstance(body, str) else body if isinstance(body, bytes) \
-        else json.dumps(body, default=str).encode()
     headers = {"Content-Security-Policy": CSP, "X-Content-Type-Options": "nosniff",
                "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer",
                "Cache-Control": "no-store", **answer.headers}
     if close:
         headers["Connection"] = "close"
+    if isinstance(body, outputs.FileBody):  # sent from its file, then removed
+        return FileResponse(body.path, answer.status, headers, media_type=answer.content_type,
+                            background=BackgroundTask(body.discard))
+    data = body.encode() if isinstance(body, str) else body if isinstance(body, bytes) \
+        else json.dumps(body, default=str).encode()
     return Response(data, answer.status, headers, media_type=answer.content_type)
 
 
@@ -144,10 +150,12 @@ class Dashboard:
                 log.exception("webhook failed", extra={"path": path})
                 answer = _error(500, "internal error; see the service log")
             return _response(answer, close=True)
-        refresh = _REFRESH.match(path)
-        if refresh is None:
-            return _response(_not_allowed(), close=True)
-        return _response(await self._refresh(request, refresh.group(1)), close=True)
+        if refresh := _REFRESH.match(path):
+            return _response(await self._refresh(request, refresh.group(1)), close=True)
+        if planned := _PLAN.match(path):
+            query = parse_qs(request.scope["query_string"].decode("latin-1"))
+            return _response(await self._plan(request, planned.group(1), query), close=True)
+        return _response(_not_allowed(), close=True)
 
     def _unauthorized(self, request: Request) -> Answer | None:
         if self.auth is None or self.auth.allows(request.headers.get("authorization")):
@@ -179,8 +187,10 @@ class Dashboard:
             if found is None:
                 return _error(404, f"no such file: {path}")
             return Answer(200, found[0], found[1], {"Cache-Control": "no-cache"})
-        if _REFRESH.match(path) or _HOOK.match(path):
+        if _REFRESH.match(path) or _HOOK.match(path) or _PLAN.match(path):
             return _not_allowed("POST")
+        if output := _OUTPUT.match(path):
+            return self._output(*(unquote(g) for g in output.groups()))
         for pattern, handler in self.table:
             match = pattern.match(path)
             if match is not None:
@@ -198,6 +208,36 @@ class Dashboard:
         if not await self._in_worker(self.service.trigger, binding_id):
             return _error(404, f"no repo binding {binding_id!r}")
         return Answer(202, {"status": "sync requested"})
+
+    async def _plan(self, request: Request, binding_id: str,
+                    query: dict[str, list[str]]) -> Answer:
+        """A plan of the binding's tip (or `ref`) against this server's state (plan_api)."""
+        from nodus_gitops.web.plan_api import plan_answer
+
+        if refused := self._unauthorized(request):
+            return refused
+        if reason := cross_site(request.headers):
+            return _error(403, f"cross-origin request refused: {reason}; ask for a plan from "
+                               "a client that sends no Origin (nodus-gitops plan --server)")
+        refs = query.get("ref") or [None]
+        try:
+            status, body, headers = await self._in_worker(plan_answer, self.service,
+                                                          binding_id, refs[-1])
+        except Exception:  # a bug: answer, log, keep serving
+            log.exception("plan failed", extra={"binding": binding_id})
+            return _error(500, "internal error; see the service log")
+        return Answer(status, body, headers=headers)
+
+    def _output(self, project: str, name: str, output: str) -> Answer:
+        """A stored output's bytes (web/outputs), only where the dashboard has a login:
+        outputs are a Job's data, unmasked."""
+        if self.auth is None:
+            return _error(403, "this server sends outputs only with dashboard "
+                               "authentication: set dashboard.tokenEnv (or token, or "
+                               "basicAuth) in its config")
+        status, body, headers, content_type = outputs.output_answer(
+            self.service, project, name, output)
+        return Answer(status, body, content_type, headers)
 
     async def _hook(self, request: Request, host: str) -> Answer:
         limit = hooks.MAX_BODY_BYTES

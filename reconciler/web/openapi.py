@@ -130,6 +130,13 @@ SCHEMAS: dict[str, Any] = {
         "attempt": {"type": ["integer", "null"]}, "attempts": {"type": "array"},
         "phase": _NULLABLE_STR, "lines": {"type": "array", "items": {"type": "string"}},
         "truncated": {"type": "boolean"}}},
+    "PlanAnswer": {"type": "object", "required": ["binding", "commit", "exitCode", "text",
+                                                  "json"], "properties": {
+        "binding": {"type": "string"}, "commit": {"type": "string"},
+        "exitCode": {"enum": [0, 1, 2], "description": "as `plan`'s: 0 no changes, 2 "
+                                                       "changes pending, 1 problems"},
+        "text": {"type": "string", "description": "what `plan` prints"},
+        "json": {"type": "string", "description": "what `plan -o json` prints"}}},
 }
 
 _PAGED_HEADERS = {"headers": {
@@ -148,6 +155,18 @@ SPEC: dict[str, Any] = {
             "summary": "Ask for a sync of one binding now", "parameters": [_p("id")],
             "responses": {"202": {"description": "sync requested"},
                           "404": {"$ref": "#/components/responses/NotFound"}}}},
+        "/api/v1/repos/{id}/plan": {"post": {
+            "summary": "The plan `nodus-gitops plan` would print of the binding's branch tip "
+                       "(or ref), made against this server's state; masked",
+            "parameters": [_p("id"), _q("ref", "branch, tag, SHA or ref (default: the "
+                                               "branch's tip, fetched)")],
+            "responses": {**_ok("the plan", _ref("PlanAnswer")),
+                          "404": {"$ref": "#/components/responses/NotFound"},
+                          "422": {"description": "the ref or the repository could not be "
+                                                 "read", "content": {"application/json": {
+                                                     "schema": _ref("Error")}}},
+                          "503": {"description": "a sync of the binding is running; "
+                                                 "Retry-After says when to ask again"}}}},
         "/api/v1/syncs": {"get": {
             "summary": "Syncs, newest first",
             "parameters": [_q("repo", "binding id"),
@@ -171,6 +190,20 @@ SPEC: dict[str, Any] = {
                            _q("tail", "lines (default 200, at most 2000)",
                               {"type": "integer"})],
             "responses": _ok("log lines", _ref("Logs"))}},
+        "/api/v1/resources/Job/{project}/{name}/outputs/{output}": {"get": {
+            "summary": "A succeeded Job's stored output: a file as it is, a directory as a "
+                       "tar archive; only where the dashboard requires authentication",
+            "parameters": [_p("project"), _p("name"), _p("output")],
+            "responses": {"200": {
+                "description": "the output's bytes, checked against the recorded SHA-256 "
+                               "before they are sent",
+                "headers": {h: {"schema": {"type": "string"}, "description": d} for h, d in (
+                    ("X-Nodus-Output-Sha256", "the SHA-256 recorded when the Job finished"),
+                    ("X-Nodus-Output-Type", "file or directory"),
+                    ("X-Nodus-Output-Name", "the name it is copied as into a folder"))},
+                "content": {"application/octet-stream": {}, "application/x-tar": {}}},
+                "403": {"description": "the dashboard has no authentication configured"},
+                "404": {"$ref": "#/components/responses/NotFound"}}}},
         "/api/v1/events": {"get": {
             "summary": "Events, newest first",
             "parameters": [_q("kind", "with project and name: one resource's events"),

@@ -254,12 +254,12 @@ def mask_plan(plan: Mapping[str, Any], secrets: Iterable[str] = ()) -> dict[str,
             shown["actions"].append(masker.value(action))
             continue
         out = masker.value({k: v for k, v in action.items() if k != "changes"})
-        out["changes"] = [_masked_change(masker, c) for c in action.get("changes") or []]
+        out["changes"] = [mask_change(masker, c) for c in action.get("changes") or []]
         shown["actions"].append(out)
     return shown
 
 
-def _masked_change(masker: Masker, change: Any) -> Any:
+def mask_change(masker: Masker, change: Any) -> Any:
     """One `{path, old, new}`: each value masked inside the manifest's shape its path
     names, so an env entry is judged by its name as it is in the manifest."""
     if not isinstance(change, dict) or not isinstance(change.get("path"), str):

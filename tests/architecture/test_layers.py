@@ -20,10 +20,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
                 "apply", "failpoints", "adoption", "leases", "sync", "outcomes", "repos",
                 "workloads", "metrics", "metered", "spending", "follow_ups", "service", "config",
                 "hosts")),
-    ("top", ("checks", "web", "sdk", "output", "logging_setup")),
+    ("top", ("checks", "web", "sdk", "output", "logging_setup", "plan_diff", "plan_text",
+             "plan_report")),
     ("root", ("wiring", "backends")),
     ("entry", ("cli", "commands", "job_views", "locations", "completion", "cli_reference",
-               "plan_text", "remote", "progress", "__main__", "__init__")),
+               "remote", "remote_copy", "progress", "__main__", "__init__")),
 )
 RANK = {name: rank for rank, (_layer, names) in enumerate(LAYERS) for name in names}
 LAYER_OF = {name: layer for layer, names in LAYERS for name in names}

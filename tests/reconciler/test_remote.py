@@ -115,8 +115,6 @@ def test_the_dashboard_token_comes_from_the_environment(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("command, said", [
-    (["cp", "job/hello:outputs/report", "out"], "serves no outputs"),
-    (["plan", "--repo", "."], "serves no state to plan against"),
     (["logs", "job/hello", "-f"], "serves a log's tail"),
 ])
 def test_what_the_api_does_not_serve_is_one_line_with_what_to_do(
