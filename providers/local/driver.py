@@ -84,7 +84,8 @@ class JobDriver:
         self.usable = 0  # what the Job's own filesystem holds for it
         self.inodes = 0  # the inodes it used when it was new
         self.fs_dev: int | None = None  # its device, once mounted
-        self.meter = diskuse.Meter(self._job_dirs(), self._fs_used if self.own_fs else None)
+        self.meter = diskuse.Meter(self._job_dirs(), self._fs_used if self.own_fs else None,
+                                   cap=self.max_output)
         self.desired = self.spec.state
         self.timeout = self.spec.timeout
         self.max_cost = self.spec.max_cost
@@ -155,8 +156,11 @@ class JobDriver:
             self._finish(Phase.FAILED, now, reason, message)
 
     def _over_cap(self, used: int) -> str:
-        return (f"the Job wrote {used} bytes to its outputs, state and work directories, "
-                f"more than the local backend's maxOutputBytes ({self.max_output})")
+        held = self.meter.deleted if not self.own_fs else 0
+        return (f"the Job wrote {used} bytes to its outputs, state and work directories"
+                + (f" ({held} of them in {self.meter.deleted_files} files its processes "
+                   "deleted while still open)" if held else "")
+                + f", more than the local backend's maxOutputBytes ({self.max_output})")
 
     def _fs_used(self) -> int:
         if not self.attached:
@@ -488,7 +492,7 @@ class JobDriver:
                                      f"cannot mount the Job's filesystem: {exc}")
                         return False
                     self.own_fs = False
-                    self.meter = diskuse.Meter(self._job_dirs())
+                    self.meter = diskuse.Meter(self._job_dirs(), cap=self.max_output)
                     self.disk = {"type": "polled",
                                  "problem": f"its filesystem could not be made: {exc}"}
                     self.event("FilesystemUnavailable", runfs.describe(self.disk), True)

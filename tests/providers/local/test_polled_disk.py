@@ -64,6 +64,7 @@ def test_files_unlinked_while_held_open_count_against_a_polled_cap(local_factory
     # the walk finds only empty directories (a few KiB): what the supervisor counted past
     # the cap is what the unlinked files held (measured early, mid-write, as it may be)
     assert counted(done.message) > CAP + (1 << 20), done.message
+    assert "files its processes deleted while still open" in done.message, done.message
     assert done.status["attempts"] == 1  # no retry: the cap is the Job's
 
 
