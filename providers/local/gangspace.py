@@ -5,12 +5,11 @@ NCCL use between processes of one host.
   Unix sockets and no other run's. A domain is a thread's, and what it forks inherits
   it: the ranks are started from one thread that entered a fresh scoped domain, and do
   not enter one of their own;
-- one network namespace for the gang, its loopback up: TCP to MASTER_ADDR:MASTER_PORT
-  and abstract sockets work between the ranks only. With `network: none` the same
-  thread unshares it (a namespace is a thread's too); with `network: shared` the thread
-  enters the namespace a holder keeps, with slirp4netns on it (`usernet`). The ranks'
-  bubblewrap keeps the thread's (`--share-net`). Either needs CAP_SYS_ADMIN: a
-  reconciler that is not root falls back to a network per rank and says so;
+- with `network: none`, one network namespace for the gang, its loopback up: TCP to
+  MASTER_ADDR:MASTER_PORT and abstract sockets work between the ranks only. The same
+  thread unshares it (a namespace is a thread's too) and the ranks' bubblewrap keeps it
+  (`--share-net`). It needs CAP_SYS_ADMIN: a reconciler that is not root falls back to
+  a loopback per rank and says so;
 - one /dev/shm, the Job's `gang-shm/` directory bound into every rank (on the Job's
   own filesystem, so its disk cap counts it), emptied whenever the gang starts and when
   it ends.
@@ -29,7 +28,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from nodus_gitops.providers.local import landlock, usernet
+from nodus_gitops.providers.local import landlock
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _CLONE_NEWNET = 0x40000000
@@ -43,17 +42,12 @@ class Space:
     waits until no rank it started runs any more."""
 
     domain: bool = False  # one Landlock domain: the ranks must not enter their own
-    network: bool = False  # one network namespace of the gang's
+    network: bool = False  # one network namespace of the gang's (network: none)
     problems: list[str] = field(default_factory=list)  # why something could not be shared
     ended: threading.Event = field(default_factory=threading.Event)
-    holder: usernet.Holder | None = None  # what keeps it, with slirp4netns (network: shared)
 
     def release(self) -> None:
-        """Let the thread end: every rank it started has ended; the gang's slirp4netns
-        and its holder end, reaped, now."""
-        if self.holder is not None:
-            self.holder.stop()
-            self.holder = None
+        """Let the thread end: every rank it started has ended."""
         self.ended.set()
 
 
@@ -68,30 +62,16 @@ def _own_network() -> None:
         fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | _IFF_UP))
 
 
-def start_in_space(start: Callable[[Space], None], *, scope: bool, own_network: bool,
-                   hold: Callable[[], usernet.Holder] | None = None) -> Space:
+def start_in_space(start: Callable[[Space], None], *, scope: bool, own_network: bool) -> Space:
     """Run `start` (which starts the gang's ranks) in a thread of its own that first
-    entered the gang's network namespace and Landlock domain where asked and possible:
-    a loopback only (`own_network`) or the one `hold` makes, with slirp4netns on it;
+    entered the gang's network namespace and Landlock domain where asked and possible;
     what it raises is raised here. The thread then waits for `Space.release()`."""
     space = Space()
     failure: list[BaseException] = []
     started = threading.Event()
 
     def body() -> None:
-        if hold is not None:
-            try:
-                # made by this thread: the holder dies with it (PR_SET_PDEATHSIG)
-                space.holder = hold()
-                usernet.enter(space.holder.pid)
-                space.network = True
-            except OSError as exc:
-                if space.holder is not None:
-                    space.holder.stop()
-                    space.holder = None
-                space.problems.append(f"no network namespace for the gang "
-                                      f"({exc.strerror or exc})")
-        elif own_network:
+        if own_network:
             try:
                 _own_network()
                 space.network = True

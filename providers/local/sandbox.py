@@ -1,10 +1,8 @@
 """What contains a run: bubblewrap's argv for one run, and the mounts a Job's runs share.
 
-A contained run starts in namespaces of its own (`--unshare-all`), as its own session,
-dying with its supervisor. Its network namespace is its own too unless the config says
-`network: host` (`--share-net`): with `network: shared`, the default, slirp4netns gives
-it outbound access and nothing of the host's loopback (`usernet`); with `network: none`
-it has a loopback only. Its root is a fresh tmpfs holding only:
+A contained run starts in every namespace but the network's (`--unshare-all`, and
+`--share-net` unless the config says `network: none`), as its own session, dying with
+its supervisor. Its root is a fresh tmpfs holding only:
 
 - the runtime, read-only: /usr with the /bin, /lib* links (or directories) of the host,
   the parts of /etc that programs need (no shadow, no sudoers, no host keys), the
@@ -19,12 +17,12 @@ it has a loopback only. Its root is a fresh tmpfs holding only:
 
 Each run is its own Landlock domain where the kernel can scope one (`landlock`): its
 processes reach each other's abstract Unix sockets, never another run's or the host's
-(the ranks of a gang share one domain and one network namespace, `gangspace`).
+(the ranks of a gang share one domain and, with `network: none`, one loopback).
 
 Nothing of the state directory, the config, the repository mirror or other runs is
 mounted, and the run's own PID namespace shows no process of the host. The program
-that builds this, bubblewrap, and slirp4netns are always the absolute paths resolved
-when the backend started, never looked up on a PATH a manifest could set.
+that builds this, bubblewrap, is always the absolute path resolved when the backend
+started, never looked up on a PATH a manifest could set.
 """
 
 from __future__ import annotations
@@ -76,67 +74,38 @@ class Sandbox:
 
     type: str  # bubblewrap | none
     bwrap: str | None  # the absolute path of bubblewrap, resolved once
-    network: str  # shared (its own, through slirp4netns) | none | host
+    network: str  # shared | none
     user: RunUser
     runtime: tuple[str, ...]  # Python installations bound read-only at their own path
     problem: str | None  # why bubblewrap cannot contain runs here
-    slirp: str | None = None  # the absolute path of slirp4netns (network: shared)
-    fix: str | None = None  # what to change for `problem`, when not the usual fix
 
     @property
     def contained(self) -> bool:
         return self.type == "bubblewrap"
 
-    @property
-    def user_net(self) -> bool:
-        """Runs get a network namespace of their own with slirp4netns in it."""
-        return self.contained and self.network == "shared"
-
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "bwrap": self.bwrap, "network": self.network,
                 "user": self.user.to_dict(), "runtime": list(self.runtime),
-                "problem": self.problem, "slirp": self.slirp, "fix": self.fix}
+                "problem": self.problem}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Sandbox:
-        sb = cls(data["type"], data["bwrap"], data["network"],
-                 RunUser.from_dict(data["user"]), tuple(data["runtime"]), data["problem"],
-                 data.get("slirp"), data.get("fix"))
-        if sb.user_net and not sb.slirp and not sb.problem:
-            # settings written before network: shared had slirp4netns: never the host's
-            return cls(sb.type, sb.bwrap, sb.network, sb.user, sb.runtime, NO_SLIRP, None,
-                       NO_SLIRP_FIX)
-        return sb
-
-    def network_words(self) -> str:
-        """Which network its runs have, as the Sandboxed condition says it."""
-        if not self.contained or self.network == "host":
-            return "the host's own, its loopback services included"
-        if self.network == "none":
-            return "none (loopback only)"
-        return ("its own, outbound through slirp4netns; the host's loopback (127.0.0.1, "
-                "10.0.2.2) is unreachable")
+        return cls(data["type"], data["bwrap"], data["network"],
+                   RunUser.from_dict(data["user"]), tuple(data["runtime"]), data["problem"])
 
     def describe(self) -> str:
         """The Sandboxed condition's message."""
         if not self.contained:
             return ("sandbox: none: the command runs as the reconciler's own user and sees "
                     "the whole machine")
+        net = "shared with the host" if self.network == "shared" else "none (loopback only)"
         missing = landlock.scoping()
         scope = ("; a Landlock domain of its own: no abstract Unix socket or process outside "
                  "the run is reachable" if missing is None else
-                 f"; not scoped by Landlock ({missing}): with network: host, runs can reach "
+                 f"; not scoped by Landlock ({missing}): with network: shared, runs can reach "
                  "each other's and the host's abstract Unix sockets")
         return (f"bubblewrap: runs as {self.user.describe()}, in namespaces of its own "
-                f"(network: {self.network}: {self.network_words()}), seeing only the runtime "
-                f"and its own /nodus{scope}")
-
-
-NO_SLIRP = ("network: shared needs slirp4netns (runs get a network of their own through "
-            "it), which is not installed on the reconciler's PATH")
-NO_SLIRP_FIX = ("install slirp4netns (apt-get install slirp4netns), or set network: host in "
-                "the local backend's config to give runs the host's network, its loopback "
-                "services included")
+                f"(network: {net}), seeing only the runtime and its own /nodus{scope}")
 
 
 def runtime_args() -> list[str]:
@@ -185,13 +154,11 @@ def bwrap_argv(
     Sources are staged when the child drops from root to the run user (they may lie
     where that user cannot go); the argv then names their staged paths. `scratch` adds
     tmpfs mounts (path, bytes); `shm` is a host directory bound at /dev/shm instead of
-    a tmpfs of the run's own (a gang's, `gangspace`). `share_net` keeps the network
-    namespace bubblewrap starts in (by default only with `network: host`). The root and
-    /dev, tmpfs without
+    a tmpfs of the run's own (a gang's, `gangspace`). The root and /dev, tmpfs without
     a size, are remounted read-only last: only /tmp, /dev/shm, the scratch mounts and
     the writable binds take what a run writes."""
     assert sandbox.bwrap is not None
-    net = sandbox.network == "host" if share_net is None else share_net
+    net = sandbox.network == "shared" if share_net is None else share_net
     tmp = str(max(tmp_bytes, 1 << 20))
     argv = [sandbox.bwrap, "--unshare-all", *(["--share-net"] if net else []),
             "--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev",
