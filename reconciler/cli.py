@@ -178,13 +178,17 @@ def build_parser() -> argparse.ArgumentParser:
                     "  nodus-gitops get jobs -l team=ml --sort-by cost\n"
                     "  nodus-gitops get job/hello -o yaml\n"
                     "  nodus-gitops get pipelines -o name | xargs -n1 nodus-gitops describe\n"
-                    "  nodus-gitops get jobs --watch")
+                    "  nodus-gitops get jobs --watch\n"
+                    "  nodus-gitops get jobs -w -o json --output-watch-events | jq .type")
     p.add_argument("target", nargs="?", metavar="KIND[/NAME]", help=_TARGET)
     p.add_argument("-o", "--output", choices=["table", "wide", "json", "yaml", "name"],
                    default="table", help="table (default); wide: the offering, rate, progress "
                    "and source too; json or yaml: the whole documents; name: kind/name a line")
-    p.add_argument("-w", "--watch", action="store_true", help="after the listing, show it "
-                   "again whenever a resource changes (checked every 2 s; Ctrl-C ends)")
+    p.add_argument("-w", "--watch", action="store_true", help="after the listing, print "
+                   "each resource again as it changes (checked every 2 s; Ctrl-C ends)")
+    p.add_argument("--output-watch-events", action="store_true", help="with -o json or "
+                   "yaml: print each change as an event {type: ADDED, MODIFIED or DELETED, "
+                   "object} (-o json: one line each, for scripts)")
     p.add_argument("--no-headers", action="store_true", help="leave out the table's title row")
     p.add_argument("--sort-by", type=_sort_key, metavar="KEY", help="order by a column (cost, "
                    "age, phase, ...) or a field of -o json (.status.phase, .createdAt)")

@@ -434,7 +434,11 @@ def cmd_get(args: argparse.Namespace) -> int:
     store, backends_of = reading(args)
     kind, _, name = (args.target or "").partition("/")
     selected = label_selector(args.selector)
-    shown: str | None = None
+    if args.output_watch_events and args.output not in ("json", "yaml"):
+        print("nodus-gitops get: --output-watch-events needs -o json or -o yaml",
+              file=sys.stderr)
+        return EXIT_USAGE
+    shown: dict[ResourceKey, str] | None = None  # what was shown of each resource
     while True:
         records, children = listing(store, args.target)
         if name and not records and _kind(kind) == "Job":
@@ -455,26 +459,59 @@ def cmd_get(args: argparse.Namespace) -> int:
         if args.sort_by is not None:
             pairs = sorted(zip(records, objects, strict=True), key=lambda p: args.sort_by(*p))
             records, objects = [r for r, _ in pairs], [o for _, o in pairs]
-        seen = dump(objects, "json")
-        if seen != shown:  # --watch: shown again only when a resource changed, not its age
-            if shown is not None and args.output != "name":
-                print()
-            if args.output in ("json", "yaml"):
-                print(dump(objects, args.output))
-            elif args.output == "name":
-                if records:  # nothing at all for none, as kubectl
-                    print(resource_names(records))
-            else:
-                print(resources_table(records, wide=args.output == "wide",
-                                      parents={k: c.parent.key for k, c in children.items()},
-                                      headers=not args.no_headers,
-                                      colour=colour_wanted(sys.stdout)))
+        now = {r.key: dump(o, "json") for r, o in zip(records, objects, strict=True)}
+        if shown is None or now != shown:
+            _show(args, records, objects, children, shown, now)
             sys.stdout.flush()
-            shown = seen
+            shown = now
         if not args.watch:
             return EXIT_OK
         time.sleep(2)
         getattr(store, "forget", lambda: None)()  # a server's answers: asked again
+
+
+def _show(args: argparse.Namespace, records: list, objects: list, children: Children,
+          before: dict[ResourceKey, str] | None, now: dict[ResourceKey, str]) -> None:
+    """`get`'s listing, and with --watch, once it was shown, only what changed since: the
+    changed rows (or objects, or names) as kubectl's `get -w` prints them, and with
+    --output-watch-events each change as an event {type: ADDED|MODIFIED|DELETED, object}
+    (one JSON line each with -o json)."""
+    changed = [i for i, r in enumerate(records)
+               if before is None or before.get(r.key) != now[r.key]]
+    if args.output_watch_events:
+        events = [{"type": "ADDED" if before is None or records[i].key not in before
+                   else "MODIFIED", "object": objects[i]} for i in changed]
+        events += [{"type": "DELETED", "object": {"kind": k.kind, "name": k.name,
+                                                   "project": k.project}}
+                   for k in (before or {}) if k not in now]
+        for event in events:
+            print(json.dumps(event, default=str, sort_keys=True) if args.output == "json"
+                  else "---\n" + dump(event, "yaml"))
+        return
+    if before is None:  # the whole listing
+        if args.output in ("json", "yaml"):
+            print(dump(objects, args.output))
+        elif args.output == "name":
+            if records:  # nothing at all for none, as kubectl
+                print(resource_names(records))
+        else:
+            print(resources_table(records, wide=args.output == "wide",
+                                  parents={k: c.parent.key for k, c in children.items()},
+                                  headers=not args.no_headers,
+                                  colour=colour_wanted(sys.stdout)))
+        return
+    if args.output in ("json", "yaml"):
+        for i in changed:
+            print(dump(objects[i], args.output))
+    elif args.output == "name":
+        for i in changed:
+            print(resource_names([records[i]]))
+    else:  # the changed rows of the whole table, so that they keep its columns
+        rows = resources_table(records, wide=args.output == "wide",
+                               parents={k: c.parent.key for k, c in children.items()},
+                               headers=False, colour=colour_wanted(sys.stdout)).splitlines()
+        for i in changed:
+            print(rows[i])
 
 
 def cmd_describe(args: argparse.Namespace) -> int:

@@ -184,7 +184,7 @@ def test_a_job_name_that_is_a_path_is_refused_in_one_line(tmp_path: Path,
     assert "is not a Job name" in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
-def test_get_watch_shows_the_table_again_only_when_a_resource_changed(tmp_path: Path) -> None:
+def test_get_watch_prints_the_row_of_a_resource_that_changed(tmp_path: Path) -> None:
     import time
 
     from nodus_gitops.floor.identity import ResourceKey
@@ -209,8 +209,50 @@ def test_get_watch_shows_the_table_again_only_when_a_resource_changed(tmp_path: 
     finally:
         watch.terminate()
         out = watch.communicate(timeout=30)[0]
-    tables = [block for block in out.strip().split("\n\n") if block]
-    assert [block.splitlines()[1].split()[1] for block in tables] == ["Running", "Succeeded"], out
+    # the table once, then only the row that changed, as kubectl's get -w
+    lines = out.strip().splitlines()
+    assert lines[0].split()[:2] == ["NAME", "PHASE"], out
+    assert [line.split()[:2] for line in lines[1:]] == [["hello", "Running"],
+                                                        ["hello", "Succeeded"]], out
+
+
+def test_get_watch_events_are_one_json_line_each(tmp_path: Path) -> None:
+    import json
+    import time
+
+    from nodus_gitops.floor.identity import ResourceKey
+    from nodus_gitops.state.records import InventoryRecord
+
+    state = tmp_path / "state"
+    store = Store.open(None, state)
+    store.upsert_binding("b", "https://github.com/acme/ml.git", "main", "", "p")
+
+    def record(name: str, phase: str) -> None:
+        store.upsert_resource(InventoryRecord(
+            ResourceKey("Job", "p", name), "b", {"kind": "Job", "spec": {}}, "h",
+            phase=phase, source_file=f"{name}.yaml"))
+
+    record("hello", "Running")
+    record("gone", "Running")
+    watch = subprocess.Popen([sys.executable, "-m", "nodus_gitops.cli", "get", "jobs", "-w",
+                              "-o", "json", "--output-watch-events", "--state-dir", str(state)],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(5)  # two refreshes with nothing changed
+        record("hello", "Succeeded")
+        store.remove_resource(ResourceKey("Job", "p", "gone"))
+        time.sleep(5)
+    finally:
+        watch.terminate()
+        out = watch.communicate(timeout=30)[0]
+    events = [json.loads(line) for line in out.splitlines()]
+    assert [(e["type"], e["object"]["name"]) for e in events] == [
+        ("ADDED", "gone"), ("ADDED", "hello"), ("MODIFIED", "hello"), ("DELETED", "gone")], out
+    assert events[2]["object"]["phase"] == "Succeeded"
+    done = subprocess.run([sys.executable, "-m", "nodus_gitops.cli", "get", "-w",
+                           "--output-watch-events", "--state-dir", str(state)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "needs -o json or -o yaml" in done.stderr
 
 
 def test_reconcile_with_a_config_reconciles_only_the_binding_named(
