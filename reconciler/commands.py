@@ -488,6 +488,11 @@ def _show(args: argparse.Namespace, records: list, objects: list, children: Chil
             print(json.dumps(event, default=str, sort_keys=True) if args.output == "json"
                   else "---\n" + dump(event, "yaml"))
         return
+    def table(headers: bool) -> str:
+        return resources_table(records, wide=args.output == "wide",
+                               parents={k: c.parent.key for k, c in children.items()},
+                               headers=headers, colour=colour_wanted(sys.stdout))
+
     if before is None:  # the whole listing
         if args.output in ("json", "yaml"):
             print(dump(objects, args.output))
@@ -495,10 +500,7 @@ def _show(args: argparse.Namespace, records: list, objects: list, children: Chil
             if records:  # nothing at all for none, as kubectl
                 print(resource_names(records))
         else:
-            print(resources_table(records, wide=args.output == "wide",
-                                  parents={k: c.parent.key for k, c in children.items()},
-                                  headers=not args.no_headers,
-                                  colour=colour_wanted(sys.stdout)))
+            print(table(headers=not args.no_headers))
         return
     if args.output in ("json", "yaml"):
         for i in changed:
@@ -507,9 +509,7 @@ def _show(args: argparse.Namespace, records: list, objects: list, children: Chil
         for i in changed:
             print(resource_names([records[i]]))
     else:  # the changed rows of the whole table, so that they keep its columns
-        rows = resources_table(records, wide=args.output == "wide",
-                               parents={k: c.parent.key for k, c in children.items()},
-                               headers=False, colour=colour_wanted(sys.stdout)).splitlines()
+        rows = table(headers=False).splitlines()
         for i in changed:
             print(rows[i])
 

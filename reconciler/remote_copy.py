@@ -16,7 +16,7 @@ from urllib.parse import quote
 
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.providers.local.outputs import digest
-from nodus_gitops.remote import Client, RemoteError
+from nodus_gitops.remote import Client, RemoteError, resource_path
 from nodus_gitops.web.outputs import NAME_HEADER, SHA256_HEADER, TYPE_HEADER
 
 CHUNK = 1 << 20
@@ -28,8 +28,7 @@ def copy_remote_output(client: Client, key: ResourceKey, output: str,
     """Fetch `output` of the Job `key` into `dest` (into it, when it is a directory):
     (path written, size, sha256). RemoteError when the server refuses or the bytes that
     arrived are not the ones it recorded."""
-    path = "/api/v1/resources/" + "/".join(quote(p, safe="") for p in (
-        "Job", key.project, key.name)) + "/outputs/" + quote(output, safe="/")
+    path = f"{resource_path(key)}/outputs/{quote(output, safe='/')}"
     with tempfile.TemporaryDirectory(prefix=".nodus-cp-", dir=_parent(dest)) as work:
         received = Path(work) / "received"
         with client.reply("GET", path, TIMEOUT) as reply, received.open("wb") as out:
