@@ -699,3 +699,10 @@ class JobDriver:
         leave the status as it is, for the provider to recover."""
         for run in self.active.values():
             run.kill()
+
+    def end_runs(self) -> None:
+        """Kill the runs and wait until each has ended whole and been reaped, so the
+        filesystem unmounted after this is no longer in use by them."""
+        self.lost()
+        for run in self.active.values():
+            run.reap()

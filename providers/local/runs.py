@@ -219,6 +219,15 @@ class Run:
             time.sleep(0.005)
         return True
 
+    def reap(self, timeout: float = END_WAIT_SECONDS) -> None:
+        """After kill(): wait for the whole run to end and its process to be reaped (a
+        process stuck in the kernel past `timeout` is left; the unmount reports it)."""
+        self.ended_whole(timeout)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
     def count_units(self) -> int:
         """Read units reported since the last call; returns how many are new. The file is
         the run's: anything but a regular file is never read (a FIFO would block), and

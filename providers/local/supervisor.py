@@ -73,7 +73,7 @@ def main(argv: list[str]) -> int:
             now = time.time()
             sup.tick(now)
             if sup.gone:  # its run directory was removed: end the runs, unmount, leave
-                sup.lost()
+                sup.end_runs()
                 sup.close()
                 return 0
             if is_terminal(sup.phase):

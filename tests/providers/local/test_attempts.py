@@ -44,8 +44,15 @@ while first:
 
 
 def seen(local, k, attempt: int, index: int = 0) -> dict:
-    log = (local.run(k).log_for(index, attempt)).read_text()
-    line = next(x for x in log.splitlines() if x.startswith("seen "))
+    run = local.run(k)
+    log = run.log_for(index, attempt).read_text()
+    line = next((x for x in log.splitlines() if x.startswith("seen ")), None)
+    # what the Job went through, when the attempt never looked (a crashed supervisor,
+    # a recovery the test did not ask for)
+    assert line is not None, {name: (run.path / name).read_text(errors="replace")
+                              if (run.path / name).exists() else None
+                              for name in ("events.jsonl", "supervisor.log", "status.json")} | {
+                              "log": log}
     return json.loads(line.removeprefix("seen "))
 
 
