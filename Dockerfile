@@ -26,9 +26,10 @@ LABEL org.opencontainers.image.title="nodus-gitops" \
       org.opencontainers.image.source="${SOURCE_URL}" \
       org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="${VERSION}"
-# git for source.git checkouts of the local backend, bubblewrap to isolate its runs.
+# git for source.git checkouts of the local backend, bubblewrap to isolate its runs,
+# slirp4netns for their own network (outbound only, never the host's loopback).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends git=1:2.39.* bubblewrap=0.8.* \
+    && apt-get install -y --no-install-recommends git=1:2.39.* bubblewrap=0.8.* slirp4netns=1.2.* \
     && rm -rf /var/lib/apt/lists/*
 COPY requirements.lock /tmp/requirements.lock
 COPY --from=build /wheels /wheels

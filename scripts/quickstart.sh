@@ -8,13 +8,15 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v git >/dev/null || need_apt+=(git)
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)
+# slirp4netns gives each run (network: shared) outbound access without the host's loopback.
+command -v slirp4netns >/dev/null || need_apt+=(slirp4netns)
 python3 -c "import venv, ensurepip" 2>/dev/null || need_apt+=(python3-venv)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
     bash scripts/apt-get.sh update -qq
     bash scripts/apt-get.sh install -y -qq "${need_apt[@]}" >/dev/null
   else
-    echo "please install: ${need_apt[*]} (bubblewrap contains every Job; without it Jobs" \
+    echo "please install: ${need_apt[*]} (bubblewrap contains every Job and slirp4netns gives it a network of its own; without them Jobs" \
       "fail with SandboxUnavailable unless the config says sandbox: none)" >&2
   fi
 fi

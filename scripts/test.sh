@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v git >/dev/null || need_apt+=(git)
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)
+# slirp4netns gives each run (network: shared) outbound access without the host's loopback.
+command -v slirp4netns >/dev/null || need_apt+=(slirp4netns)
 command -v openssl >/dev/null || need_apt+=(openssl)
 command -v setpriv >/dev/null || need_apt+=(util-linux)
 command -v chromium >/dev/null || need_apt+=(chromium)

@@ -15,6 +15,10 @@ command itself without a sandbox), in this order:
 2. join the run's memory cgroup, set RLIMIT_AS (memory fallback) and RLIMIT_FSIZE (no
    single file beyond the output cap);
 3. drop to the run user (groups, gid, uid): bubblewrap then starts unprivileged;
+3b. with `network: shared` (`usernet`), enter a user and network namespace of the run
+   user's own (that user is root in it, its loopback up): slirp4netns, as the run user,
+   joins both before the command starts, and bubblewrap keeps the network
+   (`--share-net`) and maps the run user back (`--uid`, `--gid`);
 4. enter a Landlock domain of the run's own (`landlock`), where the kernel can scope one:
    no abstract Unix socket or process outside the run is reachable from it (a gang's
    ranks are forked in their gang's domain already, `gangspace`, and keep it);
@@ -47,7 +51,10 @@ SETUP_FAILED = 126
 
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
 _CLONE_NEWNS = 0x00020000
+_CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
+_SIOCGIFFLAGS, _SIOCSIFFLAGS, _IFF_UP = 0x8913, 0x8914, 0x1
 _MS_RDONLY, _MS_NOSUID, _MS_NODEV = 1, 2, 4
 _MS_BIND, _MS_REC, _MS_PRIVATE = 4096, 16384, 1 << 18
 
@@ -136,6 +143,36 @@ def _stage(sources: Sequence[str], filesystems: Sequence[tuple[str, str]] = (),
         os.close(fd)
 
 
+def _own_user_net() -> None:
+    """Into a new user namespace (this user is its root) and network namespace, its
+    loopback up. Dropping from root made the process not dumpable, which would keep its
+    own /proc/self/uid_map closed to it; exec (of bubblewrap) makes it dumpable anyway."""
+    uid, gid = os.geteuid(), os.getegid()
+    _LIBC.prctl(_PR_SET_DUMPABLE, 1, 0, 0, 0)
+    _check(_LIBC.unshare(_CLONE_NEWUSER | _CLONE_NEWNET), "unshare a network namespace")
+    for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"),
+                       ("gid_map", f"0 {gid} 1")):
+        fd = os.open(f"/proc/self/{name}", os.O_WRONLY)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+    loopback_up()
+
+
+def loopback_up() -> None:
+    """Bring up the loopback of the network namespace this thread is in (a new one has
+    it down)."""
+    import fcntl
+    import socket
+    import struct
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ifreq = struct.pack("16sH22x", b"lo", 0)
+        flags = struct.unpack("16sH22x", fcntl.ioctl(s, _SIOCGIFFLAGS, ifreq))[1]
+        fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH22x", b"lo", flags | _IFF_UP))
+
+
 def make_preexec(
     *,
     user: RunUser | None,
@@ -145,6 +182,7 @@ def make_preexec(
     file_size: int | None = None,
     filesystems: Sequence[tuple[str, str]] = (),
     own_domain: bool = True,
+    own_net: bool = False,
 ) -> Callable[[], None]:
     """The function the forked child runs before exec. `user` is None when the run
     keeps the reconciler's user (no sandbox, or a reconciler that is not root);
@@ -173,6 +211,8 @@ def make_preexec(
                 os.setgroups([])
                 os.setresgid(user.gid, user.gid, user.gid)
                 os.setresuid(user.uid, user.uid, user.uid)
+            if own_net:
+                _own_user_net()
             if scoped:
                 landlock.scope_self()
             _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)

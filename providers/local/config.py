@@ -75,7 +75,7 @@ class GpuSlot:
 
 
 SANDBOXES = ("bubblewrap", "none")
-NETWORKS = ("shared", "none")
+NETWORKS = ("shared", "none", "host")
 DISK_LIMITS = ("auto", "filesystem", "polled")  # runfs.MODES
 
 
@@ -96,7 +96,12 @@ class LocalConfig:
         machine where it cannot work fails Jobs with SandboxUnavailable. "none" runs
         Jobs as the reconciler's own user with the whole machine in view (a trusted
         laptop only; every Job says so in its status and events).
-    network: "shared" (the host's network) or "none" (a loopback of its own).
+    network: "shared" (the default): each run (each gang) has a network namespace of its
+        own with outbound access through slirp4netns, and cannot reach the host's
+        loopback (127.0.0.1, nor 10.0.2.2); a machine without slirp4netns fails Jobs with
+        SandboxUnavailable. "none": a loopback of its own only. "host": the host's own
+        network namespace, every service on the host's loopback included (gives up that
+        isolation).
     run_as_user, run_as_group: who runs the Jobs (a name or a number); by default the
         `nodus-run` user when it exists, else 65534 (nobody). Only a reconciler running
         as root can switch users; otherwise runs keep its uid inside their namespaces.
@@ -154,7 +159,7 @@ class LocalConfig:
         if self.disk_limit not in DISK_LIMITS:
             raise ValueError(f"diskLimit: {self.disk_limit!r} (use auto, filesystem or polled)")
         if self.network not in NETWORKS:
-            raise ValueError(f"network: {self.network!r} (use shared or none)")
+            raise ValueError(f"network: {self.network!r} (use shared, none or host)")
         if self.network == "none" and self.sandbox == "none":
             raise ValueError("network: none needs sandbox: bubblewrap (without a sandbox, runs "
                              "use the host's network)")

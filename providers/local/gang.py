@@ -6,8 +6,9 @@ index: it starts only once every rank has its GPU slots, all ranks start in the 
 pass, one rank failing stops the others (each gets its grace period) and the whole
 gang starts again, fresh, while backoffLimit allows; the Job succeeds when every rank
 has succeeded. Rank 0's outputs are the Job's own; rank r's are stored under `rank-<r>/`.
-The ranks share one /dev/shm, one Landlock domain and, with `network: none`, one loopback
-(`gangspace`), as processes of one host do under torchrun.
+The ranks share one /dev/shm, one Landlock domain and one network namespace (`gangspace`;
+with `network: shared` one slirp4netns for the gang), as processes of one host do under
+torchrun.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nodus_gitops.floor.phases import Phase, Reason, is_terminal
-from nodus_gitops.providers.local import gangspace, jobstate, landlock, launch
+from nodus_gitops.providers.local import gangspace, jobstate, landlock, launch, usernet
 from nodus_gitops.providers.local.outputs import merge
 from nodus_gitops.providers.local.spec import OUTPUTS_MOUNT, Output
 
@@ -109,17 +110,26 @@ class Gang:
                 d.spawn(rank, leases[rank], now, count_attempt=rank == 0, space=space,
                         gang=launch.gang_environment(rank, self.nodes, port))
 
+        own = contained and box.network != "host"  # type: ignore[union-attr]
+        hold = None
+        if own and box.user_net:  # type: ignore[union-attr]
+            def hold() -> usernet.Holder:
+                return usernet.hold_network(box.bwrap, box.slirp, box.user)  # type: ignore
+
         space = self.space = gangspace.start_in_space(
             start_ranks, scope=contained and landlock.scoping() is None,
-            own_network=contained and box.network != "shared")  # type: ignore[union-attr]
+            own_network=own, hold=hold)
         attempt = d.st["indexAttempts"].get("0", 1)
         d.event("GangStarted", f"{self.nodes} ranks started together (attempt {attempt}), "
                 f"rendezvous at 127.0.0.1:{port}"
-                + (", on a loopback of the gang's own" if space.network else ""))
-        if contained and box.network != "shared" and not space.network:  # type: ignore[union-attr]
-            d.event("GangIsolated", "the local backend's network is none and "
-                    + "; ".join(space.problems) + ": each rank has a loopback of its own "
-                    "and cannot reach MASTER_ADDR of rank 0", warning=True)
+                + ((", in a network namespace of the gang's own, outbound through "
+                    f"slirp4netns (pid {space.holder.slirp.pid})")  # type: ignore[union-attr]
+                   if space.holder else ", on a loopback of the gang's own"
+                   if space.network else ""))
+        if own and not space.network:
+            d.event("GangIsolated", f"the local backend's network is {box.network} and "  # type: ignore[union-attr]
+                    + "; ".join(space.problems) + ": each rank has a network namespace of its "
+                    "own and cannot reach MASTER_ADDR of rank 0", warning=True)
         elif space.problems:
             d.event("GangNotShared", "; ".join(space.problems) + ": each rank is a Landlock "
                     "domain of its own and cannot reach another rank's abstract Unix sockets",

@@ -38,6 +38,8 @@ class Launch:
     stage: tuple[str, ...] = ()  # host paths the child binds for an unprivileged bwrap
     contained: bool = False
     filesystems: tuple[tuple[str, str], ...] = ()  # (image, point) the child mounts first
+    slirp: str | None = None  # slirp4netns to start on the run's own network namespace
+    resolv_conf: bytes | None = None  # bound at /etc/resolv.conf instead of the host's
 
 
 def environment(
@@ -127,9 +129,17 @@ def build(
     points, _ = sandbox.checkpoint_points(spec.recovery.checkpoint_paths)
     checkpoints = list(zip(run.checkpoint_dirs(index, len(points)), points, strict=True))
     mounts = sandbox.run_mounts(place.mounts, run.run_outputs_for(index, attempt), checkpoints)
-    argv, stage = sandbox.bwrap_argv(place.sandbox, mounts, cwd=place.working_dir,
+    # a gang's rank in its gang's namespace (share_net) has the gang's slirp4netns
+    box = place.sandbox
+    slirp = box.slirp if box.user_net and not share_net else None
+    # on slirp4netns' network (its own or its gang's) the host's loopback DNS is out of reach
+    resolv = sandbox.own_net_resolv_conf() if box.user_net else None
+    argv, stage = sandbox.bwrap_argv(box, mounts, cwd=place.working_dir,
                                      tmp_bytes=spec.memory,
                                      devices=sandbox.gpu_devices(list(gpu_indexes)),
-                                     share_net=share_net, shm=shm)
+                                     share_net=True if slirp else share_net, shm=shm,
+                                     own_resolv=resolv is not None)
+    if slirp:  # bubblewrap starts as root of the run's own user namespace (`child`)
+        argv[1:1] = ["--uid", str(box.user.uid), "--gid", str(box.user.gid)]
     return Launch([*argv, "--", *spec.command], env, "/", tuple(stage), True,
-                  place.filesystems if stage else ())
+                  place.filesystems if stage else (), slirp, resolv)

@@ -113,7 +113,7 @@ def provision(spec: JobSpec, run: RunDir, settings: dict[str, Any], st: dict[str
     first = not st["prepared"]
     sb = Sandbox.from_dict(settings["sandbox"])
     if sb.contained and sb.problem:
-        raise ProvisionError(Reason.SANDBOX_UNAVAILABLE, sb.problem)
+        raise ProvisionError(Reason.SANDBOX_UNAVAILABLE, sb.problem, sb.fix)
     bin_dir = image_bin(spec, settings, first, emit)
     filesystems = _inputs(spec, Path(os.path.abspath(settings["root"])), sb)
     roots = venv_roots(bin_dir) if bin_dir and sb.contained else []

@@ -11,6 +11,10 @@ process of the namespace, double-forked ones included. `finish()` returns only o
 the init is gone, so no process of the run outlives the phase the supervisor records.
 Without a sandbox, the run is its process group, and a process that leaves the group
 (setsid) escapes it.
+
+With `network: shared` a run has slirp4netns beside it (`usernet`): started once
+bubblewrap reported its pid, ended and reaped with the run; a slirp4netns that ends
+while the run still runs (or before its network was up) ends the run.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from nodus_gitops.providers.local import child, limits, procs, sandbox
+from nodus_gitops.providers.local import child, limits, procs, sandbox, usernet
 from nodus_gitops.providers.local.launch import Launch
 from nodus_gitops.providers.local.logsink import LogSink
 from nodus_gitops.providers.local.runuser import RunUser
@@ -50,6 +54,7 @@ class Exit:
     signal: int | None
     oom: bool
     whole: bool = True  # every process of the run was confirmed ended
+    lost_network: str | None = None  # why the run was stopped: its slirp4netns ended
 
     @property
     def ok(self) -> bool:
@@ -61,6 +66,8 @@ class Exit:
         return self.code == 0 or self.signal == signal.SIGTERM
 
     def describe(self) -> str:
+        if self.lost_network:
+            return f"stopped: {self.lost_network}"
         if self.oom:
             return "killed for exceeding its memory limit"
         if self.signal:
@@ -122,7 +129,10 @@ class Run:
     term_at: float | None = None
     term_delivered: bool = False  # a process of the command has had the SIGTERM
     killed: bool = False
+    lost_network: str | None = None  # set when its slirp4netns ended under it
     units: int = 0
+    slirp: usernet.Slirp | None = None  # the run's network (network: shared)
+    hold_fd: int | None = None  # our write end of bubblewrap's --block-fd (`usernet`)
     _units_offset: int = field(default=0, repr=False)
 
     @property
@@ -147,10 +157,27 @@ class Run:
             "startTime": self.started,
             "cgroup": str(self.cgroup) if self.cgroup else None,
             "gpus": [s.id for s in self.lease.slots] if self.lease else [],
+            # the run's slirp4netns (network: shared), ended and reaped with the run
+            "netPid": self.slirp.pid if self.slirp else None,
         }
 
     def poll(self) -> int | None:
-        return self.proc.poll()
+        rc = self.proc.poll()
+        if rc is None and self.slirp is not None and not self.killed and self.slirp.ended():
+            self.lost_network = (f"the run's network ended: slirp4netns (pid {self.slirp.pid}) "
+                                 f"exited with {self.slirp.proc.returncode}")
+            self.log.write(f"nodus: {self.lost_network}: {self.slirp.said()}; the run is "
+                           "stopped\n".encode())
+            self.kill()
+        return rc
+
+    def end_network(self) -> None:
+        """The run ended: its slirp4netns goes too, reaped (`usernet`)."""
+        if self.hold_fd is not None:
+            os.close(self.hold_fd)
+            self.hold_fd = None
+        if self.slirp is not None:
+            self.slirp.stop()
 
     def pump(self, budget: int = PUMP_BUDGET) -> None:
         """Move what the run printed into its log, up to `budget` bytes."""
@@ -268,6 +295,7 @@ class Run:
         elif self.bubblewrap and rc is not None and rc > 128:
             code, sig = None, rc - 128  # bubblewrap reports a signal as 128 + signal
         whole = self.ended_whole()
+        self.end_network()
         deadline = time.monotonic() + 1.0
         while self.pipe is not None:  # read what is left, to the end
             self.pump(budget=1 << 62)
@@ -291,7 +319,7 @@ class Run:
             oom = _log_tail_shows_allocation_failure(self.log.path)
         if self.lease:
             self.lease.release()
-        return Exit(code, sig, oom, whole)
+        return Exit(code, sig, oom, whole, self.lost_network)
 
 
 def log_tail(path: Path, size: int = 4096) -> str:
@@ -314,8 +342,12 @@ def _args_file(args: list[str]) -> int:
     """A memory file holding `args` NUL-separated, for bubblewrap's `--args FD`: values
     (the run's environment, secrets passed through included) stay out of its argv, which
     every user of the host can read in /proc."""
-    fd = os.memfd_create("nodus-bwrap-args", os.MFD_CLOEXEC)
-    data = b"".join(a.encode() + b"\0" for a in args)
+    return _memory_file("nodus-bwrap-args", b"".join(a.encode() + b"\0" for a in args))
+
+
+def _memory_file(name: str, data: bytes) -> int:
+    """A memory file holding `data`, read from its start."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
     done = 0
     while done < len(data):
         done += os.write(fd, data[done:])
@@ -356,17 +388,27 @@ def start(
     fds: list[int] = []  # passed to bubblewrap, closed here once it started
     argv, env = launch.argv, launch.env
     contained = launch.contained
+    hold_fd = None  # our write end of bubblewrap's --block-fd
     preexec = child.make_preexec(user=user if contained else None, stage=launch.stage,
                                  cgroup=cgroup, address_space=rlimit, file_size=max_file_bytes,
-                                 filesystems=launch.filesystems, own_domain=own_domain)
+                                 filesystems=launch.filesystems, own_domain=own_domain,
+                                 own_net=contained and bool(launch.slirp))
     try:
         try:
             if contained:
                 fds.append(os.open(status_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC
                                    | os.O_CLOEXEC, 0o600))
-                fds.append(_args_file(sandbox.env_args(launch.env)))
+                extra = []
+                if launch.resolv_conf is not None:
+                    fds.append(_memory_file("nodus-resolv-conf", launch.resolv_conf))
+                    extra = ["--ro-bind-data", str(fds[-1]), "/etc/resolv.conf"]
+                fds.insert(1, _args_file([*sandbox.env_args(launch.env), *extra]))
                 argv = [argv[0], "--args", str(fds[1]), "--json-status-fd", str(fds[0]),
                         *argv[1:]]
+                if launch.slirp:
+                    block_r, hold_fd = os.pipe2(os.O_CLOEXEC)
+                    fds.append(block_r)
+                    argv[1:1] = ["--block-fd", str(block_r)]
                 env = {}  # bubblewrap's own: the run's comes through --args
             proc = subprocess.Popen(
                 argv, env=env, cwd=launch.cwd, stdin=subprocess.DEVNULL,
@@ -381,7 +423,11 @@ def start(
         os.close(write_end)
         for fd in fds:
             os.close(fd)
-    return Run(
+    slirp = None
+    if hold_fd is not None:
+        slirp, hold_fd = _start_network(launch.slirp, proc.pid, hold_fd, user, log,  # type: ignore[arg-type]
+                                        contained)
+    run = Run(
         index=index,
         attempt=attempt,
         proc=proc,
@@ -395,4 +441,28 @@ def start(
         lease=lease,
         cgroup=cgroup,
         rlimited=rlimit is not None,
+        slirp=slirp,
+        hold_fd=hold_fd,
     )
+    if contained and launch.slirp and slirp is None:
+        run.kill()  # its command must not start without the network it was given
+    return run
+
+
+def _start_network(slirp_path: str, pid: int, hold_fd: int, user: RunUser, log: LogSink,
+                   started: bool) -> tuple[usernet.Slirp | None, int | None]:
+    """slirp4netns on the user and network namespaces bubblewrap (`pid`) started in,
+    made by the child before it (`child`), so nothing in them moves while slirp4netns
+    joins; once ready it writes on bubblewrap's --block-fd. We keep a write end too
+    (`hold_fd`), so that the command starts only if it does. (None, None): bubblewrap
+    did not start, or slirp4netns could not (said in the run's log; the run is killed)."""
+    if not started:
+        os.close(hold_fd)
+        return None, None
+    try:
+        return usernet.start(slirp_path, pid, user, hold_fd), hold_fd
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.write(f"nodus: cannot start slirp4netns ({slirp_path}) for the run's network: "
+                  f"{exc}\n".encode())
+        os.close(hold_fd)
+        return None, None

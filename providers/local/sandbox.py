@@ -1,8 +1,10 @@
 """What contains a run: bubblewrap's argv for one run, and the mounts a Job's runs share.
 
-A contained run starts in every namespace but the network's (`--unshare-all`, and
-`--share-net` unless the config says `network: none`), as its own session, dying with
-its supervisor. Its root is a fresh tmpfs holding only:
+A contained run starts in namespaces of its own (`--unshare-all`), as its own session,
+dying with its supervisor. Its network namespace is its own too unless the config says
+`network: host` (`--share-net`): with `network: shared`, the default, slirp4netns gives
+it outbound access and nothing of the host's loopback (`usernet`); with `network: none`
+it has a loopback only. Its root is a fresh tmpfs holding only:
 
 - the runtime, read-only: /usr with the /bin, /lib* links (or directories) of the host,
   the parts of /etc that programs need (no shadow, no sudoers, no host keys), the
@@ -17,16 +19,17 @@ its supervisor. Its root is a fresh tmpfs holding only:
 
 Each run is its own Landlock domain where the kernel can scope one (`landlock`): its
 processes reach each other's abstract Unix sockets, never another run's or the host's
-(the ranks of a gang share one domain and, with `network: none`, one loopback).
+(the ranks of a gang share one domain and one network namespace, `gangspace`).
 
 Nothing of the state directory, the config, the repository mirror or other runs is
 mounted, and the run's own PID namespace shows no process of the host. The program
-that builds this, bubblewrap, is always the absolute path resolved when the backend
-started, never looked up on a PATH a manifest could set.
+that builds this, bubblewrap, and slirp4netns are always the absolute paths resolved
+when the backend started, never looked up on a PATH a manifest could set.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,42 +77,101 @@ class Sandbox:
 
     type: str  # bubblewrap | none
     bwrap: str | None  # the absolute path of bubblewrap, resolved once
-    network: str  # shared | none
+    network: str  # shared (its own, through slirp4netns) | none | host
     user: RunUser
     runtime: tuple[str, ...]  # Python installations bound read-only at their own path
     problem: str | None  # why bubblewrap cannot contain runs here
+    slirp: str | None = None  # the absolute path of slirp4netns (network: shared)
+    fix: str | None = None  # what to change for `problem`, when not the usual fix
 
     @property
     def contained(self) -> bool:
         return self.type == "bubblewrap"
 
+    @property
+    def user_net(self) -> bool:
+        """Runs get a network namespace of their own with slirp4netns in it."""
+        return self.contained and self.network == "shared"
+
     def to_dict(self) -> dict[str, Any]:
         return {"type": self.type, "bwrap": self.bwrap, "network": self.network,
                 "user": self.user.to_dict(), "runtime": list(self.runtime),
-                "problem": self.problem}
+                "problem": self.problem, "slirp": self.slirp, "fix": self.fix}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Sandbox:
-        return cls(data["type"], data["bwrap"], data["network"],
-                   RunUser.from_dict(data["user"]), tuple(data["runtime"]), data["problem"])
+        sb = cls(data["type"], data["bwrap"], data["network"],
+                 RunUser.from_dict(data["user"]), tuple(data["runtime"]), data["problem"],
+                 data.get("slirp"), data.get("fix"))
+        if sb.user_net and not sb.slirp and not sb.problem:
+            # settings written before network: shared had slirp4netns: never the host's
+            return cls(sb.type, sb.bwrap, sb.network, sb.user, sb.runtime, NO_SLIRP, None,
+                       NO_SLIRP_FIX)
+        return sb
+
+    def network_words(self) -> str:
+        """Which network its runs have, as the Sandboxed condition says it."""
+        if not self.contained or self.network == "host":
+            return "the host's own, its loopback services included"
+        if self.network == "none":
+            return "none (loopback only)"
+        return ("its own, outbound through slirp4netns; the host's loopback (127.0.0.1, "
+                "10.0.2.2) is unreachable")
 
     def describe(self) -> str:
         """The Sandboxed condition's message."""
         if not self.contained:
             return ("sandbox: none: the command runs as the reconciler's own user and sees "
                     "the whole machine")
-        net = "shared with the host" if self.network == "shared" else "none (loopback only)"
         missing = landlock.scoping()
         scope = ("; a Landlock domain of its own: no abstract Unix socket or process outside "
                  "the run is reachable" if missing is None else
-                 f"; not scoped by Landlock ({missing}): with network: shared, runs can reach "
+                 f"; not scoped by Landlock ({missing}): with network: host, runs can reach "
                  "each other's and the host's abstract Unix sockets")
         return (f"bubblewrap: runs as {self.user.describe()}, in namespaces of its own "
-                f"(network: {net}), seeing only the runtime and its own /nodus{scope}")
+                f"(network: {self.network}: {self.network_words()}), seeing only the runtime "
+                f"and its own /nodus{scope}")
 
 
-def runtime_args() -> list[str]:
-    """bubblewrap arguments for the host's runtime, read-only."""
+NO_SLIRP = ("network: shared needs slirp4netns (runs get a network of their own through "
+            "it), which is not installed on the reconciler's PATH")
+NO_SLIRP_FIX = ("install slirp4netns (apt-get install slirp4netns), or set network: host in "
+                "the local backend's config to give runs the host's network, its loopback "
+                "services included")
+
+
+SLIRP_DNS = "10.0.2.3"  # slirp4netns' DNS forwarder, on a run's own network
+
+
+def own_net_resolv_conf(host: str = "/etc/resolv.conf") -> bytes | None:
+    """The resolv.conf a run on a network of its own (`network: shared`) gets instead of
+    the host's, when every nameserver the host names is on its loopback (systemd-
+    resolved's 127.0.0.53, a local dnsmasq), which the run cannot reach: slirp4netns'
+    forwarder, the host's search and options lines kept. None: the host's file works as
+    it is (or there is none)."""
+    try:
+        with open(host, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    servers = [line.split()[1] for line in lines
+               if line.split()[:1] == ["nameserver"] and len(line.split()) > 1]
+    if not servers or not all(_loopback(server) for server in servers):
+        return None
+    kept = [line for line in lines if line.split()[:1] in (["search"], ["domain"], ["options"])]
+    return "\n".join([f"nameserver {SLIRP_DNS}", *kept, ""]).encode()
+
+
+def _loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+def runtime_args(own_resolv: bool = False) -> list[str]:
+    """bubblewrap arguments for the host's runtime, read-only (without the host's
+    resolv.conf when the run gets one of its own)."""
     args = ["--ro-bind", "/usr", "/usr"]
     for name in _TOP_LEVEL:
         path = f"/{name}"
@@ -118,7 +180,8 @@ def runtime_args() -> list[str]:
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
     for name in ETC_ENTRIES:
-        args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
+        if not (own_resolv and name == "resolv.conf"):
+            args += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
     return args
 
 
@@ -148,23 +211,26 @@ def bwrap_argv(
     share_net: bool | None = None,
     scratch: tuple[tuple[str, int], ...] = (),
     shm: str | None = None,
+    own_resolv: bool = False,
 ) -> tuple[list[str], list[str]]:
     """(bubblewrap's argv up to its `--`, the host paths the child stages for it).
 
     Sources are staged when the child drops from root to the run user (they may lie
     where that user cannot go); the argv then names their staged paths. `scratch` adds
     tmpfs mounts (path, bytes); `shm` is a host directory bound at /dev/shm instead of
-    a tmpfs of the run's own (a gang's, `gangspace`). The root and /dev, tmpfs without
-    a size, are remounted read-only last: only /tmp, /dev/shm, the scratch mounts and
-    the writable binds take what a run writes."""
+    a tmpfs of the run's own (a gang's, `gangspace`). `share_net` keeps the network
+    namespace bubblewrap starts in (by default only with `network: host`); `own_resolv`
+    leaves out the host's resolv.conf (the run's is bound from a memory file, `runs`).
+    The root and /dev, tmpfs without a size, are remounted read-only last: only /tmp,
+    /dev/shm, the scratch mounts and the writable binds take what a run writes."""
     assert sandbox.bwrap is not None
-    net = sandbox.network == "shared" if share_net is None else share_net
+    net = sandbox.network == "host" if share_net is None else share_net
     tmp = str(max(tmp_bytes, 1 << 20))
     argv = [sandbox.bwrap, "--unshare-all", *(["--share-net"] if net else []),
             "--die-with-parent", "--new-session", "--proc", "/proc", "--dev", "/dev",
             *([] if shm else ["--size", tmp, "--tmpfs", "/dev/shm"]),
             "--size", tmp, "--tmpfs", RUN_TMP,
-            *runtime_args()]
+            *runtime_args(own_resolv)]
     stage: list[str] = []
 
     def source(path: str) -> str:

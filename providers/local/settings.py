@@ -1,11 +1,12 @@
 """`LocalConfig` resolved against this machine into the settings.json every run
 directory carries: what contains the runs (bubblewrap's absolute path and whether it
-works here, the run user, the network, the Python runtime to bind), the helpers by
+works here, the run user, the network and slirp4netns, the Python runtime to bind), the
+helpers by
 absolute path, the GPU slots (detected and declared), the cgroup v1 memory group for
 runs, the limits and the timings. A supervisor reads only this, so a Job keeps the
 settings it started with even if the reconciler's config changes.
 
-Helpers (bwrap, git, nvidia-smi) are looked up once, here, on the reconciler's own
+Helpers (bwrap, slirp4netns, git, nvidia-smi) are looked up once, here, on the reconciler's own
 PATH; nothing a manifest sets can change which program runs.
 """
 
@@ -18,13 +19,14 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from nodus_gitops.providers.local import child, gpus, limits, runfs, runuser, sandbox
+from nodus_gitops.providers.local import child, gpus, limits, runfs, runuser, sandbox, usernet
 from nodus_gitops.providers.local.config import LocalConfig
 from nodus_gitops.providers.local.runtime import holding, python_roots
 from nodus_gitops.providers.local.runuser import RunUser
 
 log = logging.getLogger("nodus_gitops.local")
-HELPERS = ("bwrap", "git", "nvidia-smi")
+HELPERS = ("bwrap", "slirp4netns", "git", "nvidia-smi")
+PROBE_TRIES = 3  # slirp4netns is tried this many times before runs are refused a network
 
 
 def find_helper(name: str) -> str | None:
@@ -53,6 +55,23 @@ def probe(bwrap: str | None, user: RunUser, network: str) -> str | None:
     return None
 
 
+def probe_network(bwrap: str, slirp: str | None, user: RunUser) -> str | None:
+    """Why slirp4netns cannot give runs a network of their own here (None when it can):
+    a network namespace of the run user's, slirp4netns on it as a run's, until ready."""
+    if slirp is None:
+        return sandbox.NO_SLIRP
+    problem = None
+    for _ in range(PROBE_TRIES):  # one failure on a loaded machine must not refuse every Job
+        try:
+            usernet.hold_network(bwrap, slirp, user).stop()
+            return None
+        except OSError as exc:
+            problem = (f"network: shared: slirp4netns ({slirp}) cannot give runs a network "
+                       f"here: {exc}")
+            log.warning("local backend: %s", problem)
+    return problem
+
+
 def resolve_sandbox(config: LocalConfig, helpers: dict[str, str | None],
                     root: Path) -> sandbox.Sandbox:
     if config.sandbox == "none":
@@ -63,15 +82,23 @@ def resolve_sandbox(config: LocalConfig, helpers: dict[str, str | None],
     user = runuser.resolve(config.run_as_user, config.run_as_group)
     bwrap = helpers["bwrap"]
     problem = probe(bwrap, user, config.network)
+    fix = None
+    slirp = helpers.get("slirp4netns") if config.network == "shared" else None
+    if not problem and config.network == "shared":
+        assert bwrap is not None
+        problem = probe_network(bwrap, slirp, user)
+        fix = sandbox.NO_SLIRP_FIX if problem else None
     roots = tuple(python_roots(config.python))
     state_dir = os.path.dirname(os.path.abspath(root))
     if not problem and (wide := holding(roots, state_dir)) is not None:
         problem = (f"the supervisors' Python ({config.python}) is installed in {wide}, which "
                    f"holds the state directory {state_dir}: every run would see it; keep the "
                    "state directory outside the Python installation")
+        fix = None
     if problem:
         log.error("local backend: %s; Jobs will fail with SandboxUnavailable", problem)
-    return sandbox.Sandbox("bubblewrap", bwrap, config.network, user, roots, problem)
+    return sandbox.Sandbox("bubblewrap", bwrap, config.network, user, roots, problem, slirp,
+                           fix)
 
 
 def resolve_disk(config: LocalConfig, root: Path, user: RunUser) -> dict[str, Any]:

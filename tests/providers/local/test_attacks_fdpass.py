@@ -1,8 +1,9 @@
-"""Attacks between Jobs that share the host's network namespace (`network: shared`, the
-default): passing an open directory to another Job over an abstract Unix socket, and
-what such a descriptor would let the other Job do, swapping a finished output for a
-link to a host file that a later stage takes as its input. Real supervisors, real
-bubblewrap."""
+"""Attacks between Jobs that share the host's network namespace (`network: host`; with
+`network: shared`, the default, each run has a namespace of its own and these sockets
+are apart anyway): passing an open directory to another Job over an abstract Unix
+socket, and what such a descriptor would let the other Job do, swapping a finished
+output for a link to a host file that a later stage takes as its input. Real
+supervisors, real bubblewrap."""
 
 from __future__ import annotations
 
@@ -21,6 +22,12 @@ needs_scoping = pytest.mark.skipif(landlock.scoping() is not None,
                                    reason=f"{landlock.scoping()}")
 
 SECRET = "host secret: never read by a run"
+
+
+@pytest.fixture
+def local(local_factory):
+    """Runs in the host's network namespace: only the Landlock scope keeps them apart."""
+    return local_factory(network="host")
 
 # The keeper listens on an abstract socket and waits for a descriptor.
 KEEPER = """

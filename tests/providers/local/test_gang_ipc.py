@@ -6,6 +6,7 @@ both write what they saw. Jobs of other gangs reach none of them."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 
@@ -132,10 +133,12 @@ open(os.path.join(os.environ["NODUS_OUTPUTS_DIR"], "saw.json"), "w").write(json.
 """
 
 
-@pytest.mark.parametrize("network", ["shared", "none"])
+@pytest.mark.parametrize("network", ["shared", "none", "host"])
 def test_another_gang_reaches_none_of_a_gangs_shm_or_sockets(local_factory, network):
     from nodus_gitops.providers.local.gang import free_port
 
+    if network == "shared" and shutil.which("slirp4netns") is None:
+        pytest.skip("network: shared needs slirp4netns")
     local = local_factory(network=network)
     port = str(free_port())
     a = local.create("a", HOLDS, distributed={"nodes": 2}, env={"PROBE_PORT": port})
@@ -149,8 +152,9 @@ def test_another_gang_reaches_none_of_a_gangs_shm_or_sockets(local_factory, netw
     assert seen["shm"] == "FileNotFoundError", seen
     assert seen["abstract"] in ("ConnectionRefusedError", "PermissionError"), seen
     assert seen["path"] == "FileNotFoundError", seen
-    # a loopback of the gang's own with network: none; the host's, everyone's, when shared
-    assert seen["tcp"] == ("connected" if network == "shared" else "ConnectionRefusedError"), seen
+    # a loopback of the gang's own (network: shared or none); the host's, everyone's, with
+    # network: host
+    assert seen["tcp"] == ("connected" if network == "host" else "ConnectionRefusedError"), seen
     # what gang a left in its /dev/shm went when it finished
     assert list(local.run(a).gang_shm.iterdir()) == []
 

@@ -136,13 +136,18 @@ except OSError as exc:
 
 
 @bwrap_only
-@pytest.mark.parametrize(("network", "expected"), [("shared", "hello"),
+@pytest.mark.parametrize(("network", "expected"), [("host", "hello"),
+                                                   ("shared", "ConnectionRefusedError"),
                                                    ("none", "ConnectionRefusedError")])
-def test_the_network_is_shared_unless_the_config_says_none(local_factory, listener, network,
-                                                           expected):
+def test_the_hosts_loopback_is_reached_only_with_network_host(local_factory, listener,
+                                                               network, expected):
+    """A service of the host on 127.0.0.1 (the dashboard, PostgreSQL with trust auth) or
+    on an abstract socket: only `network: host` shares the host's namespace."""
     from nodus_gitops.providers.local import landlock
 
-    if listener.startswith("abstract:") and network == "shared" and landlock.scoping() is None:
+    if network == "shared" and shutil.which("slirp4netns") is None:
+        pytest.skip("network: shared needs slirp4netns")
+    if listener.startswith("abstract:") and network == "host" and landlock.scoping() is None:
         expected = "PermissionError"  # the host's, in the shared namespace: out of scope
     local = local_factory(network=network)
     k = local.create(f"net-{network}", command=[sys.executable, "-c", CONNECT, listener])
@@ -216,7 +221,7 @@ def test_sandbox_none_is_explicit_and_visible(local_factory, tmp_path, monkeypat
 
 @pytest.mark.parametrize(("settings", "words"), [
     ({"sandbox": "maybe"}, "providers.local.sandbox: 'maybe' (use bubblewrap or none)"),
-    ({"network": "host"}, "providers.local.network: 'host' (use shared or none)"),
+    ({"network": "wide"}, "providers.local.network: 'wide' (use shared, none or host)"),
     ({"maxLogBytes": "lots"}, "providers.local.maxLogBytes: 'lots' is not a quantity"),
     ({"maxOutputBytes": 0}, "providers.local.maxOutputBytes: 0 must be more than 0"),
     ({"passEnv": "HF_TOKEN"}, "providers.local.passEnv: 'HF_TOKEN' is not a list"),
@@ -318,8 +323,8 @@ def test_a_supervisor_python_that_holds_the_state_directory_is_a_sandbox_problem
     srv = tmp_path / "srv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(srv)], check=True)
     config = LocalConfig(python=str(srv / "bin" / "python"), detect_gpus=False)
-    sb = resolve_sandbox(config, {"bwrap": find_helper("bwrap")}, srv / "state" / "local")
+    helpers = {"bwrap": find_helper("bwrap"), "slirp4netns": find_helper("slirp4netns")}
+    sb = resolve_sandbox(config, helpers, srv / "state" / "local")
     assert sb.problem is not None and "holds the state directory" in sb.problem
-    elsewhere = resolve_sandbox(config, {"bwrap": find_helper("bwrap")},
-                                tmp_path / "state" / "local")
+    elsewhere = resolve_sandbox(config, helpers, tmp_path / "state" / "local")
     assert elsewhere.problem is None and str(srv) in elsewhere.runtime

@@ -1,0 +1,235 @@
+"""A run's outbound network with `network: shared`: a network namespace of the run's own
+(bubblewrap without `--share-net`) joined to the world by slirp4netns, a user-mode
+TCP/IP stack that makes the run's connections from the host as ordinary sockets.
+
+- the run's 127.0.0.1 is its own loopback, and slirp4netns runs with
+  `--disable-host-loopback`, so 10.0.2.2 (its gateway) does not lead to the host's
+  127.0.0.1 either: no service the host keeps on its loopback (a database trusting local
+  connections, the reconciler's own API) is reachable. What listens on the host's other
+  addresses is reachable as it is from any machine of the network;
+- slirp4netns runs as the run user, in the run's user namespace (`--userns-path`), with
+  its own sandbox (`--enable-sandbox`: a mount namespace of its own, its capabilities
+  dropped) and seccomp filter; it dies with the run (its `--exit-fd` is closed when the
+  run ends, and by the kernel when the supervisor dies) and the supervisor reaps it;
+- the command waits for the network: bubblewrap holds it (`--block-fd`) until
+  slirp4netns, started on the pid bubblewrap reports (`--info-fd`), writes on that pipe
+  (`--ready-fd`). The supervisor keeps a write end of it too, so a slirp4netns that
+  ends before it is ready never releases the command: the supervisor kills the run and
+  says why in its log;
+- a gang's ranks share one namespace (`gangspace`): a holder process (bubblewrap, as the
+  run user, in a user and network namespace of its own, blocked before it execs
+  anything) keeps it, the gang's thread enters it, slirp4netns joins it, and the ranks'
+  bubblewrap keeps it (`--share-net`).
+
+slirp4netns is the absolute path resolved when the backend started, like bubblewrap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import select
+import subprocess
+import time
+from dataclasses import dataclass, field
+
+from nodus_gitops.providers.local import child
+from nodus_gitops.providers.local.runuser import RunUser
+
+TAP = "tap0"
+MTU = "65520"
+READY_SECONDS = 30.0  # for the probe and a gang's network; a run's own never blocks
+_LIBC = ctypes.CDLL(None, use_errno=True)
+_CLONE_NEWNET = 0x40000000
+
+
+def slirp_argv(slirp: str, pid: int, ready_fd: int, exit_fd: int) -> list[str]:
+    return [slirp, "--configure", f"--mtu={MTU}", "--disable-host-loopback",
+            "--enable-sandbox", "--enable-seccomp", f"--userns-path=/proc/{pid}/ns/user",
+            f"--ready-fd={ready_fd}", f"--exit-fd={exit_fd}", str(pid), TAP]
+
+
+def read_child_pid(fd: int, timeout: float = READY_SECONDS) -> int | None:
+    """The `child-pid` bubblewrap writes on its --info-fd (None: it ended without one)."""
+    buf = b""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        data = os.read(fd, 4096)
+        buf += data
+        try:
+            return int(json.loads(buf)["child-pid"])
+        except (ValueError, KeyError):
+            if not data:
+                return None
+
+
+@dataclass
+class Slirp:
+    """One slirp4netns process and the write end of its --exit-fd."""
+
+    proc: subprocess.Popen
+    exit_fd: int
+    out_fd: int  # a memory file holding what it printed, read only to say why it failed
+    stopped: bool = field(default=False)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def ended(self) -> bool:
+        return self.proc.poll() is not None
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Close its exit fd (it exits on that), then reap it (SIGKILL if it lingers)."""
+        if not self.stopped:
+            self.stopped = True
+            with contextlib.suppress(OSError):
+                os.close(self.exit_fd)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        with contextlib.suppress(OSError):
+            os.close(self.out_fd)
+        self.out_fd = -1
+
+    def said(self) -> str:
+        """The last line slirp4netns wrote, for a message."""
+        try:
+            text = os.pread(self.out_fd, 1 << 16, 0).decode(errors="replace")
+        except OSError:
+            return "no message"
+        lines = [line for line in text.strip().splitlines() if not line.startswith("WARNING")]
+        return lines[-1] if lines else "no message"
+
+
+def start(slirp: str, pid: int, user: RunUser, ready_fd: int) -> Slirp:
+    """slirp4netns for the namespaces of `pid`, as the run user; it writes on `ready_fd`
+    once the run's interface is up."""
+    exit_r, exit_w = os.pipe2(os.O_CLOEXEC)
+    out = os.memfd_create("nodus-slirp4netns", os.MFD_CLOEXEC)
+    ids = {"user": user.uid, "group": user.gid, "extra_groups": []} if user.switch else {}
+    try:
+        proc = subprocess.Popen(
+            slirp_argv(slirp, pid, ready_fd, exit_r), env={}, cwd="/",
+            stdin=subprocess.DEVNULL, stdout=out, stderr=out, pass_fds=(ready_fd, exit_r),
+            start_new_session=True, **ids)
+    except BaseException:
+        os.close(exit_w)
+        os.close(out)
+        raise
+    finally:
+        os.close(exit_r)
+    return Slirp(proc, exit_w, out)
+
+
+def wait_ready(fd: int, slirp: Slirp, timeout: float = READY_SECONDS) -> str | None:
+    """Wait for slirp4netns to write on its ready fd; why not (None: it is ready)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return f"slirp4netns was not ready within {timeout:.0f} seconds"
+        if select.select([fd], [], [], min(left, 0.05))[0]:
+            if os.read(fd, 1):
+                return None
+            return _ended_early(slirp)
+        if slirp.ended():
+            return _ended_early(slirp)
+
+
+def _ended_early(slirp: Slirp) -> str:
+    try:
+        slirp.proc.wait(1.0)
+        how = f"exited with {slirp.proc.returncode}"
+    except subprocess.TimeoutExpired:
+        how = "closed its ready pipe"
+    return f"slirp4netns {how} before the network was up: {slirp.said()}"
+
+
+@dataclass
+class Holder:
+    """A process that holds a gang's user and network namespaces (bubblewrap blocked on
+    a pipe before it execs anything), and the slirp4netns joined to them."""
+
+    proc: subprocess.Popen
+    block_fd: int  # our write end: closing it lets the holder end
+    pid: int  # its namespace's process
+    slirp: Slirp | None = None
+
+    def stop(self) -> None:
+        if self.slirp is not None:
+            self.slirp.stop()
+        with contextlib.suppress(OSError):
+            os.close(self.block_fd)
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        self.proc.wait()
+
+
+def hold_network(bwrap: str, slirp: str, user: RunUser) -> Holder:
+    """A network namespace with slirp4netns ready on it, kept by a holder; raises
+    OSError saying why not."""
+    info_r, info_w = os.pipe2(os.O_CLOEXEC)
+    block_r, block_w = os.pipe2(os.O_CLOEXEC)
+    try:
+        proc = subprocess.Popen(
+            # root of its user namespace: slirp4netns' sandbox needs a uid 0 there
+            [bwrap, "--unshare-user", "--unshare-net", "--uid", "0", "--gid", "0",
+             "--die-with-parent",
+             "--ro-bind", "/usr", "/usr", "--info-fd", str(info_w), "--block-fd", str(block_r),
+             "--", "/usr/bin/true"],
+            env={}, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, pass_fds=(info_w, block_r), start_new_session=True,
+            preexec_fn=child.make_preexec(user=user, own_domain=False))
+    except BaseException:
+        os.close(block_w)
+        raise
+    finally:
+        os.close(info_w)
+        os.close(block_r)
+    try:
+        pid = read_child_pid(info_r)
+    finally:
+        os.close(info_r)
+    holder = Holder(proc, block_w, pid or 0)
+    if pid is None:
+        holder.stop()
+        said = (proc.stderr.read().decode(errors="replace").strip().splitlines()  # type: ignore[union-attr]
+                or ["no message"])[-1]
+        raise OSError(f"bubblewrap could not make the gang's network namespace: {said}")
+    proc.stderr.close()  # type: ignore[union-attr]
+    ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
+    try:
+        holder.slirp = start(slirp, pid, user, ready_w)
+        os.close(ready_w)
+        ready_w = -1
+        problem = wait_ready(ready_r, holder.slirp)
+    except BaseException:
+        holder.stop()
+        raise
+    finally:
+        os.close(ready_r)
+        if ready_w >= 0:
+            os.close(ready_w)
+    if problem:
+        holder.stop()
+        raise OSError(problem)
+    return holder
+
+
+def enter(pid: int) -> None:
+    """This thread into the network namespace of `pid` (root only)."""
+    fd = os.open(f"/proc/{pid}/ns/net", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        if _LIBC.setns(fd, _CLONE_NEWNET) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err))
+    finally:
+        os.close(fd)
