@@ -586,14 +586,18 @@ def _job_backend_with(args: argparse.Namespace, target: str, capability: type,
 
 
 # C0 and C1 control characters but tab and newline, and DEL: in a terminal they move
-# the cursor, rewrite what was shown, set the title or the clipboard (OSC 52).
+# the cursor, rewrite what was shown, set the title or the clipboard (OSC 52). The
+# bidirectional controls reorder what a line shows ("Trojan Source", CVE-2021-42574).
 _CONTROLS = {c: f"\\x{c:02x}" for c in (*range(0x00, 0x09), *range(0x0b, 0x20),
-                                         *range(0x7f, 0xa0))}
+                                         *range(0x7f, 0xa0))} | {
+    c: f"\\u{c:04x}" for c in (0x061c, 0x200e, 0x200f, *range(0x202a, 0x202f),
+                                *range(0x2066, 0x206a))}
 
 
 def terminal_safe(text: str) -> str:
-    """`text` with every control character but tab and newline shown as its escape
-    (`\\x1b`): what a Job printed can never drive the reader's terminal."""
+    """`text` with every control character but tab and newline, and every bidirectional
+    control, shown as its escape (`\\x1b`, `\\u202e`): what a Job printed can never
+    drive the reader's terminal or reorder what it shows."""
     return text.translate(_CONTROLS)
 
 

@@ -51,6 +51,7 @@ def test_logs_of_a_job_that_never_ran_is_one_clear_message(tmp_path: Path, capsy
 ESCAPES = """
 import sys
 sys.stdout.write("\\x1b]0;pwned\\x07\\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2Jsafe\\rfake\\x9b31m\\tok\\n")
+sys.stdout.write("rm -rf /tmp/x \\u202e# harmless\\u2066\\n")  # shown reordered
 """
 
 
@@ -95,7 +96,8 @@ def test_logs_never_pass_a_jobs_control_characters_to_a_terminal(local, tmp_path
     assert not any(b < 0x20 and b not in b"\t\n" for b in shown), shown
     assert "\x9b".encode() not in shown and b"\x7f" not in shown
     assert shown == (b"\\x1b]0;pwned\\x07\\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2Jsafe\\x0dfake"
-                     b"\\x9b31m\tok\n")
+                     b"\\x9b31m\tok\nrm -rf /tmp/x \\u202e# harmless\\u2066\n")
     # into a file or a pipe, the log stays as the program wrote it
     assert _logs_through(False, args) == ("\x1b]0;pwned\x07\x1b]52;c;cm0gLXJmIH4=\x07"
-                                          "\x1b[2Jsafe\rfake\x9b31m\tok\n").encode()
+                                          "\x1b[2Jsafe\rfake\x9b31m\tok\n"
+                                          "rm -rf /tmp/x \u202e# harmless\u2066\n").encode()
