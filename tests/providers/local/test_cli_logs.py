@@ -52,6 +52,8 @@ ESCAPES = """
 import sys
 sys.stdout.write("\\x1b]0;pwned\\x07\\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2Jsafe\\rfake\\x9b31m\\tok\\n")
 sys.stdout.write("rm -rf /tmp/x \\u202e# harmless\\u2066\\n")  # shown reordered
+sys.stdout.flush()
+sys.stdout.buffer.write(b"not utf-8: \\xff\\n")  # read as U+FFFD, on a terminal or not
 """
 
 
@@ -96,8 +98,10 @@ def test_logs_never_pass_a_jobs_control_characters_to_a_terminal(local, tmp_path
     assert not any(b < 0x20 and b not in b"\t\n" for b in shown), shown
     assert "\x9b".encode() not in shown and b"\x7f" not in shown
     assert shown == (b"\\x1b]0;pwned\\x07\\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b[2Jsafe\\x0dfake"
-                     b"\\x9b31m\tok\nrm -rf /tmp/x \\u202e# harmless\\u2066\n")
-    # into a file or a pipe, the log stays as the program wrote it
+                     b"\\x9b31m\tok\nrm -rf /tmp/x \\u202e# harmless\\u2066\n"
+                     + "not utf-8: \ufffd\n".encode())
+    # into a file or a pipe, the log stays as the program wrote it (UTF-8 or U+FFFD)
     assert _logs_through(False, args) == ("\x1b]0;pwned\x07\x1b]52;c;cm0gLXJmIH4=\x07"
                                           "\x1b[2Jsafe\rfake\x9b31m\tok\n"
-                                          "rm -rf /tmp/x \u202e# harmless\u2066\n").encode()
+                                          "rm -rf /tmp/x \u202e# harmless\u2066\n"
+                                          "not utf-8: \ufffd\n").encode()
