@@ -151,8 +151,12 @@ def replica(name: str, state: str, state_dir: str, backend: str, base_url: str, 
     service.leases = keeper
     tick = keeper.tick
 
+    ticks: list[float] = []  # how long each lease tick took (renewals every ttl / 3)
+
     def timed_tick(busy: object = ()) -> tuple[set[str], set[str]]:
+        at = time.monotonic()
         gained, lost = tick(busy)
+        ticks.append(time.monotonic() - at)
         if gained or lost:
             send("leases", name, sorted(gained), sorted(lost), time.time())
         return gained, lost
@@ -179,7 +183,10 @@ def replica(name: str, state: str, state_dir: str, backend: str, base_url: str, 
     send("running", name, time.time())
     service.run()
     replays = sum(d.replays for d in provider.dirs.values())
-    send("done", name, {"results": dict(results), "replayed_creates": replays})
+    send("done", name, {"results": dict(results), "replayed_creates": replays,
+                        "lease_ticks": len(ticks), "lease_tick": spread(ticks),
+                        "lease_ticks_over_renewal": sum(1 for t in ticks if t > ttl / 3),
+                        "lease_ticks_over_ttl": sum(1 for t in ticks if t > ttl)})
 
 
 class Events:

@@ -246,6 +246,7 @@ def main() -> None:
         "rounds": len(latencies),
         "push_to_running_median_s": round(statistics.median(latencies), 3),
         "push_to_running_max_s": round(max(latencies), 3),
+        "push_to_running_s": [round(t, 3) for t in latencies],
         "target_s": 1.0,
         **extra,
         "poll_path_at_30s": {"mean_wait_s": INTERVAL / 2, "worst_wait_s": INTERVAL,
