@@ -19,7 +19,7 @@ from nodus_gitops.plan import Desired
 from nodus_gitops.validation import duplicate_problems, validate_file
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileResult:
     manifests: tuple[Manifest, ...]
     problems: tuple[Problem, ...]
