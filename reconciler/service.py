@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 from nodus_gitops.config import Binding, Settings
@@ -39,6 +40,12 @@ FOLLOW_UP_SECONDS = (0.1, 0.3, 0.6, 1.0)
 FOLLOW_UP_WAIT_SECONDS = 0.2
 TRIGGER_WAIT_SECONDS = 120
 PLAN_WAIT_SECONDS = 60  # a plan asked of the server waits this long for a running sync
+# Idle polls' times are written in one batch this often (or each binding's shortest
+# interval, when shorter): what a crash can lose of them, and how old another process's
+# view of them can be (readiness allows 3 intervals).
+POLL_TIMES_SECONDS = 5.0
+SYNC_WORKERS = 10  # the scheduler's threads for polls, syncs and status ticks
+BOOKKEEPING = "bookkeeping"  # the scheduler's thread for the leases and the poll times
 
 
 @dataclass
@@ -219,6 +226,13 @@ class Service:
         threading.Thread(target=run, daemon=True, name=f"preview-{binding_id}").start()
         return True
 
+    def write_poll_times(self) -> None:
+        """Write the idle polls' times the store holds in memory (one transaction)."""
+        try:
+            self.store.flush_polls()
+        except Exception:  # kept for the next tick; readers here see them meanwhile
+            log.exception("writing the poll times failed: retried at the next tick")
+
     def keep_leases(self) -> None:
         """Renew and rebalance this replica's leases; a binding just taken over starts
         from the store (another replica may have changed it)."""
@@ -278,13 +292,19 @@ class Service:
         stop function."""
         # A run that starts late still runs (misfire_grace_time None): with many bindings
         # the first syncs queue for the workers, and a dropped one would wait an interval.
-        scheduler = BackgroundScheduler(job_defaults={
+        # The leases and the poll times run on a thread of their own: queued behind the
+        # first syncs on the workers, a renewal came after its leases expired (100 bindings),
+        # and every binding was taken over again (its cached inventory dropped, so each
+        # status tick then read every binding's unfinished resources from the store).
+        scheduler = BackgroundScheduler(executors={
+            "default": ThreadPoolExecutor(SYNC_WORKERS),
+            BOOKKEEPING: ThreadPoolExecutor(1)}, job_defaults={
             "coalesce": True, "max_instances": 1, "misfire_grace_time": None})
         if self.leases is None:
             self.leases = LeaseKeeper(self.store, self.syncs, ttl=self.lease_ttl)
         self.keep_leases()
         scheduler.add_job(self.keep_leases, "interval", seconds=self.leases.ttl / 3,
-                          id="leases")
+                          id="leases", executor=BOOKKEEPING)
         # Every binding's first sync now; after it, each polls on its own phase of the
         # interval, so that many bindings poll a few at a time rather than in one burst.
         now = _now()
@@ -299,6 +319,12 @@ class Service:
                               args=[binding_id], kwargs={"wait": 0}, id=binding_id)
         scheduler.add_job(self.refresh_all, "interval", seconds=STATUS_REFRESH_SECONDS,
                           id="status-refresh")
+        # An idle poll makes no durable commit of its own: its time is held by the store
+        # (read from there at once) and written with the others on this tick and at stop.
+        self.store.defer_poll_times()
+        scheduler.add_job(self.write_poll_times, "interval", seconds=min(
+            [POLL_TIMES_SECONDS, *(s.binding.interval for s in self.syncs.values())]),
+            id="poll-times", executor=BOOKKEEPING)
         stop_http = serve_http(self) if serve_http else None
         interrupts = []
 
@@ -319,6 +345,8 @@ class Service:
             scheduler.shutdown(wait=len(interrupts) < 2)  # a second signal: do not wait
             if stop_http:
                 stop_http()
+            self.store.defer_poll_times(False)  # a poll from now on is written at once
+            self.write_poll_times()  # before the leases go: nothing held is lost
             self.leases.release_all()
             self.close()
             for s, handler in previous.items():

@@ -11,7 +11,9 @@ values raise `ValueError`. The clock is injected.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -42,7 +44,7 @@ from nodus_gitops.state.models import (
     SyncResult,
 )
 from nodus_gitops.state.records import BindingRecord, CheckRecordValue, EventRecord, SyncRecord
-from sqlalchemy import Connection, Row, Table, or_, select, update
+from sqlalchemy import Connection, Row, Table, bindparam, case, or_, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
 _B: Table = RepoBinding.__table__  # type: ignore[attr-defined]
@@ -92,8 +94,23 @@ class Store(InventoryStore, JournalStore, LeaseStore, DeliveryStore):
             raise ConfigError(f"--state: cannot open state database {label}: {reason}") from exc
         return cls(engine, clock, label)
 
+    def __init__(self, engine: Any, clock: Callable[[], datetime], label: str) -> None:
+        super().__init__(engine, clock, label)
+        # Idle polls' times not yet written (see `defer_poll_times`), and what this store
+        # last read or wrote of each binding's (last_seen_commit, last_error), with a
+        # count of its poll writes, so that a read started before a write never passes
+        # for what the row holds after it.
+        self._polls_lock = threading.Lock()
+        self._deferring = False
+        self._pending_polls: dict[str, datetime] = {}
+        self._known_polls: dict[str, tuple[str | None, str | None]] = {}
+        self._poll_writes: dict[str, int] = {}
+
     def close(self) -> None:
-        self._engine.dispose()
+        try:
+            self.flush_polls()  # a normal stop loses no poll time
+        finally:
+            self._engine.dispose()
 
     def __enter__(self) -> Store:
         return self
@@ -117,32 +134,114 @@ class Store(InventoryStore, JournalStore, LeaseStore, DeliveryStore):
             conn.execute(stmt)
 
     def get_binding(self, id: str) -> BindingRecord | None:
+        writes = self._poll_writes.get(id, 0)
         with self._read() as conn:
             row = conn.execute(select(_B).where(_B.c.id == id)).first()
-        return None if row is None else BindingRecord(**row._asdict())
+        return None if row is None else self._polled(BindingRecord(**row._asdict()), writes)
 
     def list_bindings(self) -> list[BindingRecord]:
+        writes = dict(self._poll_writes)
         with self._read() as conn:
             rows = conn.execute(select(_B).order_by(_B.c.id)).all()
-        return [BindingRecord(**row._asdict()) for row in rows]
+        return [self._polled(BindingRecord(**row._asdict()), writes.get(row.id, 0))
+                for row in rows]
+
+    # -- poll times ------------------------------------------------------------------------
+    #
+    # A poll that finds the tip it last judged changes nothing but the binding's
+    # last_poll_at. While the service runs (`defer_poll_times`), such a poll makes no
+    # durable commit of its own: its time is kept here, every read of this store shows
+    # it at once (the dashboard, /readyz, metrics and the API read through this store),
+    # and `flush_polls` writes all of them in one transaction on the service's tick, at
+    # its stop and on `close`. A crash loses at most one tick of poll times: nothing is
+    # decided from them (the journal, the applied and seen commits and the errors are
+    # written at once as before), and the restarted process polls every binding first.
+    # Readers in other processes (`get`, another replica's /readyz) see a time at most
+    # one tick old. A poll that changes the tip seen or the error is written at once.
+
+    def defer_poll_times(self, on: bool = True) -> None:
+        """Keep idle polls' times in memory until `flush_polls` (on), or write each poll
+        at once again (off; what is held is written by the next `flush_polls`)."""
+        self._deferring = on
 
     def record_poll(self, binding_id: str, seen_commit: str | None, error: str | None) -> None:
         """A poll happened: remember the tip seen (kept when None) and the error, if any."""
         now = self._now()
+        known = self._known_polls.get(binding_id)
+        if self._deferring and known is not None and error == known[1] and (
+                seen_commit is None or seen_commit == known[0]):
+            self._hold_poll(binding_id, now)  # only the time changes
+            return
         values: dict[str, Any] = dict(last_poll_at=now, last_error=error, updated_at=now)
         if seen_commit is not None:
             values["last_seen_commit"] = seen_commit
         with self._write() as conn:
             stmt = update(_B).where(_B.c.id == binding_id).values(**values)
             self._changed(conn, stmt, f"no binding {binding_id!r}")
+        with self._polls_lock:
+            self._poll_writes[binding_id] = self._poll_writes.get(binding_id, 0) + 1
+            seen = seen_commit if seen_commit is not None else (known or (None,))[0]
+            if seen_commit is not None or known is not None:
+                self._known_polls[binding_id] = (seen, error)
+            self._drop_held(binding_id, now)
 
     def touch_poll(self, binding_id: str) -> None:
         """A poll found the tip it last judged: only the poll's time changes."""
         now = self._now()
+        if self._deferring:
+            self._hold_poll(binding_id, now)
+            return
         with self._write() as conn:
             stmt = update(_B).where(_B.c.id == binding_id).values(last_poll_at=now,
                                                                    updated_at=now)
             self._changed(conn, stmt, f"no binding {binding_id!r}")
+
+    def flush_polls(self) -> int:
+        """Write the poll times held in memory, all in one transaction; how many. A time
+        never replaces a later one (another replica's, or a poll written since). On a
+        failure they stay held for the next flush, and the error is raised."""
+        with self._polls_lock:
+            held, self._pending_polls = self._pending_polls, {}
+        if not held:
+            return 0
+        at = bindparam("at", type_=_B.c.last_poll_at.type)
+        stmt = (update(_B)
+                .where(_B.c.id == bindparam("binding"),
+                       or_(_B.c.last_poll_at.is_(None), _B.c.last_poll_at < at))
+                .values(last_poll_at=at,
+                        updated_at=case((_B.c.updated_at > at, _B.c.updated_at), else_=at)))
+        try:
+            with self._write() as conn:
+                conn.execute(stmt, [{"binding": b, "at": t} for b, t in held.items()])
+        except BaseException:
+            with self._polls_lock:
+                for binding_id, when in held.items():
+                    self._pending_polls[binding_id] = max(
+                        when, self._pending_polls.get(binding_id, when))
+            raise
+        return len(held)
+
+    def _hold_poll(self, binding_id: str, when: datetime) -> None:
+        with self._polls_lock:
+            self._pending_polls[binding_id] = max(
+                when, self._pending_polls.get(binding_id, when))
+
+    def _drop_held(self, binding_id: str, written: datetime) -> None:
+        """Forget a held time that a poll written at `written` supersedes (the lock held)."""
+        if (held := self._pending_polls.get(binding_id)) is not None and held <= written:
+            del self._pending_polls[binding_id]
+
+    def _polled(self, record: BindingRecord, writes: int) -> BindingRecord:
+        """`record` as read, with a later poll time held in memory; learns what the row
+        holds of the binding's polls, unless a poll write went in since the read began."""
+        with self._polls_lock:
+            if self._poll_writes.get(record.id, 0) == writes:
+                self._known_polls[record.id] = (record.last_seen_commit, record.last_error)
+            held = self._pending_polls.get(record.id)
+        if held is None or (record.last_poll_at is not None and record.last_poll_at >= held):
+            return record
+        updated = record.updated_at if record.updated_at and record.updated_at > held else held
+        return replace(record, last_poll_at=held, updated_at=updated)
 
     def mark_applied(self, binding_id: str, commit: str) -> None:
         with self._write() as conn:
