@@ -127,7 +127,9 @@ def serve_with_others(config: str, others: int, base_url: str, ready: Path) -> N
                 if binding_id not in synced:
                     synced.add(binding_id)
                     if len(synced) == len(service.syncs):
-                        ready.write_text(str(time.time()))
+                        written = ready.with_suffix(".tmp")  # whole, or not there
+                        written.write_text(str(time.time()))
+                        os.replace(written, ready)
         return report
 
     service.reconcile = counted
