@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
-from apscheduler.triggers.interval import IntervalTrigger
 from nodus_gitops.config import Binding, Settings
 from nodus_gitops.floor.results import RUNS
 from nodus_gitops.follow_ups import FollowUps
 from nodus_gitops.leases import DEFAULT_TTL, LeaseKeeper
 from nodus_gitops.metered import MeteredProvider
+from nodus_gitops.poll_trigger import FirstThenEvery
 from nodus_gitops.providers.base import HoldsBudgets, Provider
 from nodus_gitops.repos import checks_repositories, match_bindings
 from nodus_gitops.spending import PeriodSpend
@@ -311,11 +311,8 @@ class Service:
         phases = poll_phases(list(self.syncs), None)
         for binding_id, sync in self.syncs.items():
             interval = sync.binding.interval
-            scheduler.add_job(self.reconcile, "date", run_date=now, args=[binding_id],
-                              kwargs={"wait": 0}, id=f"{binding_id}/first")
             start = now + timedelta(seconds=phases[binding_id] * interval)
-            scheduler.add_job(self.reconcile, IntervalTrigger(seconds=interval,
-                                                              start_date=start),
+            scheduler.add_job(self.reconcile, FirstThenEvery(now, interval, start),
                               args=[binding_id], kwargs={"wait": 0}, id=binding_id)
         scheduler.add_job(self.refresh_all, "interval", seconds=STATUS_REFRESH_SECONDS,
                           id="status-refresh")
