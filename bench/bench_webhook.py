@@ -183,9 +183,10 @@ def main() -> None:
                        str(config), str(others), url_for("x").removesuffix("x.git"),
                        str(ready)]
         started = time.time()
-        server = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL,
-                                  env={**os.environ, "PYTHONPATH": str(ROOT)})
+        log = root / "serve.log"  # the service's log, shown if it fails to come up
+        with open(log, "wb") as err:
+            server = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL,
+                                      stderr=err, env={**os.environ, "PYTHONPATH": str(ROOT)})
         api = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + (60 if not others else 900)
@@ -196,9 +197,13 @@ def main() -> None:
                         break
                 except httpx.HTTPError:
                     pass
+                if server.poll() is not None:
+                    raise SystemExit(f"the service exited ({server.returncode}): "
+                                     f"{log.read_text()[-2000:]}")
                 time.sleep(0.2)
             else:
-                raise SystemExit("the service did not come up (or sync every binding)")
+                raise SystemExit("the service did not come up (or sync every binding): "
+                                 f"{log.read_text()[-2000:]}")
             if others:
                 extra["first_full_reconcile_s"] = round(
                     float(ready.read_text()) - started, 1)
