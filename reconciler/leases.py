@@ -67,11 +67,12 @@ class LeaseKeeper:
                 self.renewed_at.pop(binding, None)
             else:
                 self.renewed_at[binding] = self.clock()
-        for binding in sorted(self.bindings, key=self._rank):
+        wanted = [b for b in self.bindings if b not in self.held] \
+            if len(self.held) < share else []
+        takeable = self.store.takeable_leases(wanted, self.replica) if wanted else set()
+        for binding in sorted(takeable, key=self._rank):
             if len(self.held) >= share:
                 break
-            if binding in self.held:
-                continue
             token = self.store.acquire_lease(binding, self.replica, ttl)
             if token is not None:
                 self.held[binding] = token

@@ -83,6 +83,20 @@ class LeaseStore(StoreBase):
                 renewed.update({row.binding_id: int(row.token) for row in rows})
         return renewed
 
+    def takeable_leases(self, binding_ids: list[str], holder: str) -> set[str]:
+        """Of `binding_ids`, those whose lease is free, expired or `holder`'s, in one read:
+        a replica below its share tries `acquire_lease` on these only, not once for every
+        binding another replica holds (a transaction each, every tick)."""
+        now = self._now()
+        taken: set[str] = set()
+        with self._read() as conn:
+            for start in range(0, len(binding_ids), _RENEW_CHUNK):
+                chunk = binding_ids[start:start + _RENEW_CHUNK]
+                rows = conn.execute(select(_L.c.binding_id).where(
+                    _L.c.binding_id.in_(chunk), _L.c.holder != holder, _L.c.expires_at >= now))
+                taken.update(row.binding_id for row in rows)
+        return set(binding_ids) - taken
+
     def release_lease(self, binding_id: str, holder: str) -> None:
         with self._write() as conn:
             conn.execute(update(_L).where(_L.c.binding_id == binding_id, _L.c.holder == holder)
