@@ -9,8 +9,9 @@
   loop with 16 at a time; `ratio_vs_plain_loop` is local / loop.
 
 Each is measured with the runs contained by bubblewrap (when it works here: their own
-user, namespaces and files, `sandbox: bubblewrap`, the default) and without
-(`sandbox: none`).
+user, namespaces and files, `sandbox: bubblewrap`, the default), with their own network
+through slirp4netns (`network: shared`, the default) and with the host's
+(`network: host`, tagged `-network-host`), and without a sandbox (`sandbox: none`).
 
     python bench/bench_local.py [--quick]
 """
@@ -111,11 +112,17 @@ def main() -> None:
         baseline = min(plain_loop(completions, parallelism) for _ in range(2))
         results["plain_loop_seconds"] = round(baseline, 3)
         works = probe(find_helper("bwrap"), run_user(None, None), "shared") is None
-        for sandbox in ["none"] + (["bubblewrap"] if works else []):
+        # (sandbox, network): the default's own network (slirp4netns) beside the host's
+        setups = [("none", "shared")] + (
+            [("bubblewrap", "shared"), ("bubblewrap", "host")] if works else [])
+        for sandbox, network in setups:
             for prestart in (True, False):
                 tag = f"{sandbox}-{'prestarted' if prestart else 'cold'}"
+                if sandbox != "none" and network != "shared":
+                    tag += f"-network-{network}"
                 provider = LocalProvider(tmp / tag, LocalConfig(
-                    sandbox=sandbox, detect_gpus=False, prestart_supervisor=prestart))
+                    sandbox=sandbox, network=network, detect_gpus=False,
+                    prestart_supervisor=prestart))
                 row = {"apply_to_running_ms": apply_to_running(provider, tag, n_latency)}
                 if prestart:
                     local = indexed(provider, tag, completions, parallelism)
