@@ -14,7 +14,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +23,7 @@ from nodus_gitops.providers.jsonfiles import read_json
 from nodus_gitops.providers.local import procs
 
 from tests.providers.local.conftest import HAS_BWRAP
+from tests.providers.local.test_sandbox import answering_hello
 
 HAS_SLIRP = shutil.which("slirp4netns") is not None
 pytestmark = [pytest.mark.skipif(not HAS_BWRAP, reason="bubblewrap is not installed")]
@@ -34,26 +34,8 @@ slirp_only = pytest.mark.skipif(not HAS_SLIRP, reason="slirp4netns is not instal
 def hello_server(host: str) -> Iterator[int]:
     """A TCP server on `host` that answers 'hello' to every connection; yields its port."""
     server = socket.create_server((host, 0))
-    server.settimeout(0.1)
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                continue
-            with conn:
-                conn.sendall(b"hello")
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    try:
+    with answering_hello(server):
         yield server.getsockname()[1]
-    finally:
-        stop.set()
-        thread.join(timeout=5)
-        server.close()
 
 
 def host_address() -> str | None:
