@@ -36,6 +36,7 @@ from nodus_gitops.providers.local import (
     runfs,
     runs,
     suspension,
+    usernet,
 )
 from nodus_gitops.providers.local.config import RateCard
 from nodus_gitops.providers.local.cost import run_rate
@@ -70,6 +71,7 @@ class JobDriver:
         self.completed: set[int] = set(self.st["completedIndexes"])
         self.pending = [i for i in range(self.spec.completions) if i not in self.completed]
         self.active: dict[int, runs.Run] = {}
+        self.ending_nets: list[usernet.Slirp] = []  # of ended runs, released, not reaped yet
         self.gang = gang.Gang(self) if self.spec.distributed else None  # ranks, not indexes
         self.stop: dict[str, Any] | None = None
         self.stop_exits: list[runs.Exit] = []
@@ -220,6 +222,7 @@ class JobDriver:
         if self.gone:
             return
         self.reap(now)
+        self.reap_networks()
         if not is_terminal(self.phase):
             self.accrue(now)
             self.enforce(now)
@@ -260,6 +263,8 @@ class JobDriver:
             self.st["units"] += run.count_units()
             ex = run.finish()
             del self.active[index]
+            if run.slirp is not None:
+                self.ending_nets.append(run.slirp)
             self.dirty = True
             if self.attached:  # its log is on the disk now: only the running ones may grow
                 diskuse.note_logs(self.root, self.uid, diskuse.log_bytes(
@@ -700,9 +705,24 @@ class JobDriver:
         for run in self.active.values():
             run.kill()
 
+    def reap_networks(self) -> None:
+        """Reap the slirp4netns of ended runs: those that have exited while other runs
+        still run (each takes about 20 ms, which the loop does not wait for between
+        runs), and all of them once none runs, so that none outlives the phase recorded
+        next."""
+        if self.active:
+            self.ending_nets = [s for s in self.ending_nets if not s.reaped()]
+            return
+        for slirp in self.ending_nets:
+            slirp.stop()
+        self.ending_nets = []
+
     def end_runs(self) -> None:
         """Kill the runs and wait until each has ended whole and been reaped, so the
         filesystem unmounted after this is no longer in use by them."""
         self.lost()
         for run in self.active.values():
             run.reap()
+        for slirp in self.ending_nets:
+            slirp.stop()
+        self.ending_nets = []

@@ -13,8 +13,9 @@ Without a sandbox, the run is its process group, and a process that leaves the g
 (setsid) escapes it.
 
 With `network: shared` a run has slirp4netns beside it (`usernet`): started once
-bubblewrap reported its pid, ended and reaped with the run; a slirp4netns that ends
-while the run still runs (or before its network was up) ends the run.
+bubblewrap reported its pid, released when the run ends and reaped by the supervisor
+before it records a phase with no run running; a slirp4netns that ends while the run
+still runs (or before its network was up) ends the run.
 """
 
 from __future__ import annotations
@@ -172,12 +173,13 @@ class Run:
         return rc
 
     def end_network(self) -> None:
-        """The run ended: its slirp4netns goes too, reaped (`usernet`)."""
+        """The run ended: its slirp4netns is released; whoever owns the run reaps it
+        (`usernet.Slirp.reaped`, `stop`)."""
         if self.hold_fd is not None:
             os.close(self.hold_fd)
             self.hold_fd = None
         if self.slirp is not None:
-            self.slirp.stop()
+            self.slirp.release()
 
     def pump(self, budget: int = PUMP_BUDGET) -> None:
         """Move what the run printed into its log, up to `budget` bytes."""
@@ -254,6 +256,8 @@ class Run:
             self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             pass
+        if self.slirp is not None:
+            self.slirp.stop()
 
     def count_units(self) -> int:
         """Read units reported since the last call; returns how many are new. The file is
