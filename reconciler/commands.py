@@ -191,7 +191,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     tree = DesiredTree.read(commit, binding.project, source.read_tree(commit, binding.path))
     # Pure: the same function the sync applies, against what the store recorded; nothing
     # is built to apply it and nothing is written.
-    inventory, observed = InventoryView(store, binding.id).state() if store else ([], {})
+    inventory, observed = (InventoryView(store, binding.id).state(tree.index) if store
+                           else ([], {}))
     the_plan = plan(tree.desired(), inventory, observed, plan_options(binding))
     ctx = ApplyContext(binding.id, binding.project, settings.instance, binding.url, commit)
     provider = _dry_run_backend(settings, binding)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from nodus_gitops import failpoints, metrics
@@ -25,7 +25,7 @@ from nodus_gitops.floor.phases import is_terminal
 from nodus_gitops.floor.problems import Problem
 from nodus_gitops.floor.results import RUNS, ActionType, SyncResult, counts_text
 from nodus_gitops.outcomes import CommitReporter
-from nodus_gitops.plan import Live, Plan, PlanOptions, Recorded, plan
+from nodus_gitops.plan import Desired, Live, Plan, PlanOptions, Recorded, plan
 from nodus_gitops.providers.base import Provider
 from nodus_gitops.source import Backoff, GitSource
 from nodus_gitops.state.records import InventoryRecord
@@ -67,16 +67,19 @@ class InventoryView:
         # Keys not deleted and not in a terminal phase: what a status refresh reads.
         self.unfinished: set[ResourceKey] = set()
 
-    def _load(self) -> None:
+    def _load(self, desired: Mapping[ResourceKey, Desired]) -> None:
         self.recorded, self.live, self.dirty = {}, {}, None
         self.unfinished = set()
-        for r in self.store.list_inventory(binding_id=self.binding_id):
-            self._put(r)
+        for r in self.store.each_inventory(self.binding_id):
+            d = desired.get(r.key)
+            # a manifest applied as the tree has it is kept once, the tree's: a second
+            # copy of every manifest would double what a large binding holds
+            self._put(r, d.manifest if d is not None and d.manifest == r.manifest else None)
 
-    def _put(self, r: InventoryRecord) -> None:
+    def _put(self, r: InventoryRecord, manifest: dict | None = None) -> None:
         assert self.recorded is not None
-        self.recorded[r.key] = Recorded(r.key, r.manifest, r.spec_hash, r.source_file or "",
-                                        r.phase)
+        self.recorded[r.key] = Recorded(r.key, manifest if manifest is not None else r.manifest,
+                                        r.spec_hash, r.source_file or "", r.phase)
         self.live[r.key] = Live(exists=not r.deleted, phase=r.phase, reason=r.reason)
         if r.deleted or is_terminal(r.phase):
             self.unfinished.discard(r.key)
@@ -88,9 +91,12 @@ class InventoryView:
         knows it (False before it has read the inventory)."""
         return self.recorded is not None and not self.unfinished
 
-    def state(self) -> tuple[list[Recorded], dict[ResourceKey, Live]]:
+    def state(self, desired: Mapping[ResourceKey, Desired] | None = None,
+              ) -> tuple[list[Recorded], dict[ResourceKey, Live]]:
+        """What the plan reads; `desired` (the tree about to be planned) lends its
+        manifests to the entries recorded as it has them when the view is read whole."""
         if self.recorded is None:
-            self._load()
+            self._load(desired or {})
         assert self.recorded is not None
         return list(self.recorded.values()), self.live
 
@@ -184,7 +190,7 @@ class BindingSync:
         those whose inventory entry changed, and those the last plan had an action for.
         Every other key was in sync then and nothing about it changed since, so it still
         is (test_incremental_plan checks this against the full plan)."""
-        inventory, observed = self.inventory.state()
+        inventory, observed = self.inventory.state(tree.index)
         dirty = self.inventory.take_dirty()
         last, self.last_plan = self.last_plan, None
         if (dirty is None or tree.touched is None or last is None or not tree.index
@@ -230,7 +236,7 @@ class BindingSync:
         tree = DesiredTree.read(commit, self.binding.project,
                                 self.source.read_tree(commit, self.binding.path))
         problems = tree.problems
-        inventory, observed = self.inventory.state()
+        inventory, observed = self.inventory.state(tree.index)
         result = None if problems else plan(tree.desired(), inventory, observed, self.options)
         self.reporter.planned(commit, result, problems, ref, number)
         return result, problems
@@ -243,7 +249,7 @@ class BindingSync:
         commit = self.source.resolve(ref) if ref else self.source.fetch()
         tree = DesiredTree.read(commit, self.binding.project,
                                 self.source.read_tree(commit, self.binding.path))
-        inventory, observed = self.inventory.state()
+        inventory, observed = self.inventory.state(tree.index)
         return commit, tree, plan(tree.desired(), inventory, observed, self.options)
 
     def _preview_commit(self, ref: str, head_sha: str | None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -33,6 +34,16 @@ class InventoryStore(StoreBase):
                 query = query.where(_R.c[column] == value)
         with self._read() as conn:
             return [_inventory(row) for row in conn.execute(query)]
+
+    def each_inventory(self, binding_id: str) -> Iterator[InventoryRecord]:
+        """The binding's recorded resources (deleted ones included), one at a time as the
+        query returns them: a caller that keeps part of each (the sync's view of a
+        100,000-resource binding) never holds every decoded row at once."""
+        query = (select(_R).where(_R.c.binding_id == binding_id)
+                 .order_by(_R.c.kind, _R.c.project, _R.c.name))
+        with self._read() as conn:
+            for row in conn.execute(query):
+                yield _inventory(row)
 
     def list_unfinished(self, binding_id: str) -> list[InventoryRecord]:
         """The binding's resources not yet in a terminal phase (what a status refresh

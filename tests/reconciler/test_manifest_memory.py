@@ -59,3 +59,24 @@ def test_slotted_records_replace_and_pickle() -> None:
     copy = pickle.loads(pickle.dumps(manifest))
     assert copy.body == manifest.body and copy.line == 1 and copy.doc.node is None
     assert manifest.without_nodes().body is manifest.body
+
+
+def test_the_inventory_view_keeps_the_trees_manifests_not_a_second_copy(manifest_repo,
+                                                                        tmp_path) -> None:
+    """After a cold sync of more resources than the view re-reads one by one, the next
+    poll reads the view whole: each resource recorded as the tree has it keeps the tree's
+    manifest object; the changed one keeps what was recorded; the plan is the full one."""
+    from tests.reconciler.test_reconcile import job
+    from tests.reconciler.test_sync_truth import applied_first, assert_incremental_is_full, push
+
+    rig = applied_first(manifest_repo, tmp_path, {f"j{i}.yaml": job(f"j{i}") for i in range(60)})
+    push(manifest_repo, {"j7.yaml": job("j7", annotations="    team: x\n")})
+    _, crash = rig.reconcile()
+    assert crash is None and rig.last_sync().result == "applied"
+    view, tree = rig.sync.inventory, rig.sync.tree
+    assert view.recorded is not None and tree is not None and len(view.recorded) == 60
+    shared = {k.name for k, r in view.recorded.items() if r.manifest is tree.index[k].manifest}
+    assert shared == {f"j{i}" for i in range(60)} - {"j7"}
+    assert view.recorded[next(k for k in view.recorded if k.name == "j7")].manifest == (
+        tree.index[next(k for k in tree.index if k.name == "j7")].manifest)
+    assert_incremental_is_full(rig)

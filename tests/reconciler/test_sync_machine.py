@@ -201,7 +201,7 @@ class SyncRig:
         plan_commit = sync.plan_commit
 
         def planned(tree: DesiredTree) -> Plan:
-            inventory, observed = sync.inventory.state()
+            inventory, observed = sync.inventory.state(tree.index)
             full = plan(tree.desired(), inventory, observed, sync.options)
             got = plan_commit(tree)
             self.plans.append(PlanSeen(tree.commit, got, full))
