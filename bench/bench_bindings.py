@@ -17,8 +17,11 @@ The backend's Jobs end Succeeded at once (an idle reconciler: nothing left to wa
 Prints JSON. Targets: first full reconcile < 60 s (one replica), < 25 s (three);
 every binding polled within its interval; CPU per idle poll < 1 ms.
 
+`--trace` records why each late poll was late (`poll_trace.py`): for the bindings
+that lagged, the cause of each one's worst gap counted, and the slowest ones' events.
+
 Run: python bench/bench_bindings.py [--bindings 1000] [--interval 30] [--seconds 90]
-                                    [--replicas 1] [--state URL] [--running]
+                                    [--replicas 1] [--state URL] [--running] [--trace]
 """
 
 from __future__ import annotations
@@ -111,7 +114,7 @@ def finished_at_once(op: str, key: object, workload: object) -> Observed | None:
 
 def replica(name: str, state: str, state_dir: str, base_url: str, count: int,
             interval: float, running: bool, several: bool, control: multiprocessing.Queue,
-            out: multiprocessing.Queue, run_id: str) -> None:
+            out: multiprocessing.Queue, run_id: str, trace: bool = False) -> None:
     """One reconciler process: `Service.run` until the parent's window is over."""
     global RUN
     RUN = run_id
@@ -132,10 +135,18 @@ def replica(name: str, state: str, state_dir: str, base_url: str, count: int,
     errors = ErrorCount()
     logging.getLogger().addHandler(errors)  # crashed syncs return no report: logged
     reconcile = service.reconcile
+    tracer = None
+    if trace:
+        import nodus_gitops.service as service_module
+        from poll_trace import Trace
+        tracer = Trace(service)
+        service_module.BackgroundScheduler = tracer.scheduler_class()
+        tracer.start()
 
     def timed(binding_id: str, **options: object):
         at = time.time()
-        report = reconcile(binding_id, **options)
+        report = tracer.call(reconcile, binding_id, **options) if tracer \
+            else reconcile(binding_id, **options)
         if report is not None:  # it ran (not another replica's, nor already running)
             polls[binding_id].append(at)
             results[str(report.result)] += 1
@@ -165,7 +176,8 @@ def replica(name: str, state: str, state_dir: str, base_url: str, count: int,
         "build_s": round(built - started, 2), "run_started": run_started,
         "polls": dict(polls), "cpu_s": cpu["end"] - cpu["start"],
         "held": len(first_applied), "results": dict(results), "errors_logged": errors.count,
-        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}))
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+        "trace": tracer.result() if tracer else None}))
 
 
 class ErrorCount(logging.Handler):
@@ -184,15 +196,67 @@ def lags(polls: dict[str, list[float]], ids: list[str], start: float, end: float
     """Each binding's worst lag behind its interval within [start, end]: how much longer
     than `interval` a gap between two of its polls (or since its last poll, at `end`)
     lasted. A binding not polled at all lags the whole window."""
+    return {b: max(0.0, g[1] - g[0] - interval)
+            for b, g in worst_gaps(polls, ids, start, end, interval).items()}
+
+
+def worst_gaps(polls: dict[str, list[float]], ids: list[str], start: float, end: float,
+               interval: float) -> dict[str, tuple[float, float]]:
+    """Each binding's longest gap between two polls (or its last poll and `end`)."""
     worst = {}
     for binding in ids:
         times = sorted(polls.get(binding, []))
         inside = [t for t in times if start <= t <= end]
         before = [t for t in times if t < start][-1:]
         marks = [*before, *inside] or [start - interval]
-        gaps = [b - a for a, b in zip(marks, marks[1:], strict=False)] + [end - marks[-1]]
-        worst[binding] = max(0.0, max(gaps) - interval)
+        gaps = [*zip(marks, marks[1:], strict=False), (marks[-1], end)]
+        worst[binding] = max(gaps, key=lambda g: g[1] - g[0])
     return worst
+
+
+def why_late(done: dict, polls: dict[str, list[float]], ids: list[str],
+             window: tuple[float, float], interval: float, origin: float) -> dict:
+    """From the replicas' traces: each late binding's worst gap's cause, counted; the
+    slowest five's events; the lock holds by what held them; the lease ticks; the
+    workers' queue and the follow-up backlog over time (seconds from `origin`)."""
+    from poll_trace import classify, explain
+    events: dict[str, list] = defaultdict(list)
+    holds: dict[str, list[float]] = defaultdict(list)
+    ticks, samples = [], []
+    for data in done.values():
+        trace = data.get("trace") or {}
+        for binding, got in trace.get("events", {}).items():
+            events[binding].extend(got)
+        for label, got in trace.get("holds", {}).items():
+            holds[label].extend(got)
+        ticks.extend(trace.get("lease_ticks", []))
+        samples.extend(trace.get("samples", []))
+    for got in events.values():
+        got.sort(key=lambda e: e[1])
+    gaps = worst_gaps(polls, ids, *window, interval)
+    late = {b: g for b, g in gaps.items() if g[1] - g[0] - interval > 1.0}
+    causes: dict[str, int] = defaultdict(int)
+    for binding, gap in late.items():
+        causes[classify(events[binding], gap)] += 1
+    slowest = sorted(late, key=lambda b: late[b][1] - late[b][0])[-5:]
+    return {
+        "late_bindings": len(late), "causes": dict(causes),
+        "slowest": {b: explain(events[b], late[b], origin) for b in slowest},
+        "lock_holds": {label: {"count": len(got), "total_s": round(sum(got), 1),
+                               "max_s": round(max(got), 3)}
+                       for label, got in holds.items() if got},
+        "lease_ticks": {"count": len(ticks), "max_s": round(max((d for _, d in ticks),
+                                                                default=0), 2),
+                        "over_5s": [[round(at - origin, 1), round(d, 1)]
+                                    for at, d in ticks if d > 5]},
+        # every 5 s from the start: [t, polls started, their median and max delay after
+        # the fire time, their median and max duration] (the first syncs apart)
+        "polls_timeline": poll_timeline(events, origin),
+        # every 5th sample: [t, workers' queue, follow-ups waiting, overdue, oldest late s]
+        "samples": [[round(s[0] - origin, 1), s[1], s[2], s[3], round(s[4], 1)]
+                    for s in sorted(samples)[::5]],
+        "window_s": [round(window[0] - origin, 1), round(window[1] - origin, 1)],
+    }
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -200,8 +264,31 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, math.ceil(p / 100 * len(ordered)) - 1)]
 
 
+def poll_timeline(events: dict[str, list], origin: float) -> list:
+    """The regular polls that ran, by 5 s of their start: how many, how long after their
+    fire time they started, how long they took (median, max)."""
+    slots: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for got in events.values():
+        fires = [e for e in got if e[0] == "fire"]
+        for e in got:
+            if e[0] != "ran":
+                continue
+            due = [f for f in fires if f[1] <= e[1] + 0.001]
+            if len(due) < 2:  # its first sync
+                continue
+            slots[int((e[1] - origin) // 5)].append((e[1] - due[-1][2], e[2]))
+    rows = []
+    for slot in sorted(slots):
+        delays = sorted(d for d, _ in slots[slot])
+        took = sorted(t for _, t in slots[slot])
+        rows.append([slot * 5, len(delays), round(delays[len(delays) // 2], 2),
+                     round(delays[-1], 2), round(took[len(took) // 2], 3),
+                     round(took[-1], 3)])
+    return rows
+
+
 def run(count: int, interval: float, seconds: float, replicas: int,
-        state_url: str | None, running: bool) -> dict:
+        state_url: str | None, running: bool, trace: bool = False) -> dict:
     context = multiprocessing.get_context("spawn")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -220,7 +307,7 @@ def run(count: int, interval: float, seconds: float, replicas: int,
         controls = [context.Queue() for _ in range(replicas)]
         procs = [context.Process(target=replica, args=(
             f"replica-{n}", state, str(root), base_url, count, interval, running,
-            replicas > 1, controls[n], out, RUN)) for n in range(replicas)]
+            replicas > 1, controls[n], out, RUN, trace)) for n in range(replicas)]
         for p in procs:
             p.start()
         run_starts, applied = [], {}
@@ -286,6 +373,8 @@ def run(count: int, interval: float, seconds: float, replicas: int,
                         for name, d in sorted(done.items())},
         "git_host": host,
         "loadavg_end": _loadavg(),
+        **({"why_late": why_late(done, polls, ids, window, interval, min(run_starts))}
+           if trace else {}),
     }
 
 
@@ -303,12 +392,14 @@ def main() -> None:
     parser.add_argument("--running", action="store_true",
                         help="the backend's workloads stay Running (the status refresh "
                         "reads each one every tick)")
+    parser.add_argument("--trace", action="store_true",
+                        help="record why each late poll was late (the slowest ones' events)")
     args = parser.parse_args()
     if args.replicas > 1 and not (args.state or "").startswith("postgresql"):
         parser.error("--replicas above 1 needs --state postgresql+psycopg://...")
     load = _loadavg()
     result = run(args.bindings, args.interval, args.seconds, args.replicas, args.state,
-                 args.running)
+                 args.running, args.trace)
     print(json.dumps({"benchmark": "bindings", "loadavg_start": load, **result, "targets": {
         "first_full_reconcile_s": 60 if args.replicas == 1 else 25, "lag_slowest_s": 0,
         "cpu_per_idle_poll_ms": 1}}))

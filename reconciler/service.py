@@ -19,7 +19,7 @@ from nodus_gitops.floor.results import RUNS
 from nodus_gitops.follow_ups import FollowUps
 from nodus_gitops.leases import DEFAULT_TTL, LeaseKeeper
 from nodus_gitops.metered import MeteredProvider
-from nodus_gitops.poll_trigger import FirstThenEvery
+from nodus_gitops.poll_trigger import FirstSyncsApart, FirstThenEvery
 from nodus_gitops.providers.base import HoldsBudgets, Provider
 from nodus_gitops.repos import checks_repositories, match_bindings
 from nodus_gitops.spending import PeriodSpend
@@ -44,7 +44,8 @@ PLAN_WAIT_SECONDS = 60  # a plan asked of the server waits this long for a runni
 # interval, when shorter): what a crash can lose of them, and how old another process's
 # view of them can be (readiness allows 3 intervals).
 POLL_TIMES_SECONDS = 5.0
-SYNC_WORKERS = 10  # the scheduler's threads for polls, syncs and status ticks
+SYNC_WORKERS = 10  # the scheduler's threads for polls, syncs and status ticks,
+# and as many again for the first syncs
 BOOKKEEPING = "bookkeeping"  # the scheduler's thread for the leases and the poll times
 
 
@@ -296,8 +297,10 @@ class Service:
         # first syncs on the workers, a renewal came after its leases expired (100 bindings),
         # and every binding was taken over again (its cached inventory dropped, so each
         # status tick then read every binding's unfinished resources from the store).
+        # The first syncs have threads of their own (as many again): queued on the same
+        # ones, they held up the polls due meanwhile, and each one's next poll with it.
         scheduler = BackgroundScheduler(executors={
-            "default": ThreadPoolExecutor(SYNC_WORKERS),
+            "default": FirstSyncsApart(SYNC_WORKERS),
             BOOKKEEPING: ThreadPoolExecutor(1)}, job_defaults={
             "coalesce": True, "max_instances": 1, "misfire_grace_time": None})
         if self.leases is None:

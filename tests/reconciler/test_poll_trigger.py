@@ -24,9 +24,11 @@ def test_the_first_sync_is_at_once_and_every_later_poll_on_the_phase(interval, p
         following = trigger.get_next_fire_time(fired, now)
         assert following is not None and following > fired and following > now - \
             timedelta(microseconds=1)
-        # on the binding's phase: a whole number of intervals after its start
-        steps = (following - start).total_seconds() / interval
-        assert abs(steps - round(steps)) < 1e-6 and round(steps) >= 0
+        # on the binding's phase: a whole number of intervals after its start (the
+        # interval as the trigger holds it, in whole microseconds: 1.3671875 s is
+        # 1,367,188 us, so 3 steps of the float are 1.5 us off)
+        steps = (following - start) / trigger.every.interval
+        assert abs(steps - round(steps)) < 1e-9 and round(steps) >= 0
         # and no poll on the phase was skipped that was still ahead
         assert following - timedelta(seconds=interval) <= max(now, fired) + \
             timedelta(milliseconds=1) or following == start

@@ -102,3 +102,64 @@ def test_follow_up_reads_share_one_thread_and_still_come(tmp_path: Path) -> None
             time.sleep(0.05)
     finally:
         store.close()
+
+
+def test_a_poll_due_while_first_syncs_are_queued_does_not_wait_behind_them(
+        tmp_path: Path, monkeypatch) -> None:
+    # One worker: the first binding's first sync runs, the next one's blocks in its
+    # create and the third's is queued behind it. The first binding's regular poll
+    # (due within its 1 s interval) must still run: a queue of first syncs (1,000 of
+    # them at start) must not hold up the polls of the bindings already synced.
+    monkeypatch.setattr(service_module, "SYNC_WORKERS", 1)
+    count = 3
+    bindings = tuple(
+        Binding(id=f"team-{n}", url=str(tmp_path / "remotes" / f"team-{n}.git"),
+                path="manifests", project=f"team-{n}", interval=1)
+        for n in range(count))
+    for n in range(count):
+        bare_repo(tmp_path / "remotes" / f"team-{n}.git", f"job-{n}")
+    release, created = threading.Event(), []
+
+    def block_after_the_first(op: str, key: object, _arg: object) -> None:
+        if op == "create":
+            created.append(key)
+            if len(created) > 1:
+                release.wait(60)
+
+    provider = FakeProvider(block_after_the_first)
+    store = Store.open(None, tmp_path / "state")
+    settings = Settings(state_dir=tmp_path / "state", instance="test", bindings=bindings,
+                        checks={"gitnotes": False})
+    service = build_service(settings, store, provider_factory=lambda _name: provider)
+    service.follow_up = False
+    polls: dict[str, int] = {}
+    reconcile = service.reconcile
+
+    def counted(binding_id: str, **options: object):
+        report = reconcile(binding_id, **options)
+        if report is not None:
+            polls[binding_id] = polls.get(binding_id, 0) + 1
+        return report
+
+    service.reconcile = counted
+    polled_again: list[bool] = []
+
+    def watch() -> None:
+        # until the first synced binding polls again, while the others' first syncs
+        # are still blocked or queued (30 s: many intervals)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not polled_again:
+            if any(n >= 2 for n in polls.values()):
+                polled_again.append(not release.is_set())
+            time.sleep(0.05)
+        release.set()
+        service.stopping.set()
+
+    threading.Thread(target=watch, daemon=True).start()
+    try:
+        service.run()
+    finally:
+        release.set()
+        store.close()
+    assert polled_again == [True], (
+        f"no binding polled again while first syncs were queued: polls {polls}")
