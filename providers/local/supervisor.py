@@ -89,8 +89,13 @@ def main(argv: list[str]) -> int:
                     pass
             except BlockingIOError:
                 pass
-    except BaseException:  # a fault (its run directory removed under it, say): as lost
-        sup.lost()
+    except BaseException as exc:  # a fault: every run and its slirp4netns ended and reaped
+        sup.end_runs()
+        if isinstance(exc, FileNotFoundError) and not run.manifest.exists():
+            # its run directory was removed in the middle of a step (a run's directories
+            # being made): as when a tick sees it gone
+            sup.close()
+            return 0
         sup.unmount()
         raise
 

@@ -16,6 +16,7 @@ import pytest
 from nodus_gitops.floor.phases import is_terminal
 from nodus_gitops.providers.jsonfiles import read_json
 from nodus_gitops.providers.local import limits
+from nodus_gitops.providers.local.runuser import resolve as run_user
 
 from tests.providers.local.conftest import HAS_BWRAP, Local, local_config
 
@@ -194,7 +195,9 @@ def test_a_fake_bwrap_on_the_manifests_path_is_never_run(local, tmp_path):
     assert done.phase == "Succeeded", done
     assert not marker.exists()
     uid, pid, nodus = local.log(k).split()
-    assert (int(uid), int(pid), nodus) == (65534, 2, "True")  # run user, own PID namespace
+    # the default run user (nodus-run where the quick start made it, else 65534), own PID
+    # namespace
+    assert (int(uid), int(pid), nodus) == (run_user(None, None).uid, 2, "True")
     assert done.status["sandbox"] == "bubblewrap"
 
 

@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -236,6 +237,40 @@ def test_an_ended_runs_slirp4netns_is_reaped_while_the_jobs_other_runs_run(local
     assert not gone(pids["1"], procs.start_ticks(pids["1"]))
     (local.run(k).work / "go-1").touch()
     assert local.wait(k, timeout=60).phase == "Succeeded"
+
+
+def slirp_children(parent: int) -> list[tuple[int, int | None]]:
+    """The slirp4netns processes `parent` started (zombies included): pid, start time."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except (OSError, ValueError):
+            continue
+        comm, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:]
+        if comm == "slirp4netns" and int(rest.split()[1]) == parent:
+            found.append((int(entry), procs.start_ticks(int(entry))))
+    return found
+
+
+@slirp_only
+def test_a_run_directory_removed_while_runs_start_leaves_no_slirp4netns(local_factory):
+    """rm -r of a Job's run directory while its supervisor starts runs (a run's
+    directories can vanish under it mid-step): the supervisor ends every run and reaps
+    every slirp4netns it started before it leaves, none left to PID 1 as a zombie."""
+    local = local_factory()
+    k = local.create("net-removed", "pass", completions=400, parallelism=16)
+    local.wait(k, lambda o: (read_json(local.run(k).status) or {}).get("succeeded", 0) >= 20,
+               timeout=60)
+    supervisor = read_json(local.run(k).status)["supervisor"]
+    started = slirp_children(supervisor["pid"])
+    shutil.rmtree(local.run(k).path, ignore_errors=True)
+    deadline = time.monotonic() + 30
+    while procs.is_same_process(supervisor["pid"], supervisor["ticks"]) and (
+            time.monotonic() < deadline):
+        time.sleep(0.05)
+    assert not procs.is_same_process(supervisor["pid"], supervisor["ticks"])
+    assert started and [p for p in started if not gone(*p)] == []
 
 
 @slirp_only

@@ -21,6 +21,7 @@ from nodus_gitops.floor.errors import ConfigError
 from nodus_gitops.floor.phases import FIXES
 from nodus_gitops.providers.local.build import local_config
 from nodus_gitops.providers.local.runtime import python_roots
+from nodus_gitops.providers.local.runuser import resolve as run_user
 
 from tests.providers.local.conftest import HAS_BWRAP
 
@@ -44,7 +45,10 @@ def test_a_run_is_contained_as_the_run_user(local):
     done = local.wait(k)
     assert done.phase == "Succeeded", local.log(k)
     seen = json.loads(local.log(k))
-    assert (seen["uid"], seen["gid"], seen["groups"]) == (65534, 65534, [])
+    # the default run user: nodus-run where the quick start made it, else 65534
+    user = run_user(None, None)
+    assert user.uid != 0 and user.gid != 0
+    assert (seen["uid"], seen["gid"], seen["groups"]) == (user.uid, user.gid, [])
     assert seen["pids"] == [1, 2]  # bubblewrap's init and the command: nothing of the host
     # The runtime, the sandbox's own mounts, and the top folder of each Python
     # installation the run needs (this checkout's virtualenv lies wherever it was cloned).
@@ -54,14 +58,14 @@ def test_a_run_is_contained_as_the_run_user(local):
     assert seen["nodus"] == [".shim", ".units", "outputs", "state", "work"]
     assert (seen["cwd"], seen["home"], seen["tmp"]) == ("/nodus/work", "/tmp", True)
     assert done.status["sandbox"] == "bubblewrap" and done.status["network"] == "shared"
-    assert done.status["runAs"].startswith("65534:65534 ")
+    assert done.status["runAs"].startswith(f"{user.uid}:{user.gid} ")
     cond = next(c for c in done.status["conditions"] if c["type"] == "Sandboxed")
     assert (cond["status"], cond["reason"]) == ("True", "Bubblewrap")
     run = local.run(k)
     assert stat.S_IMODE(run.path.stat().st_mode) == 0o700
     for writable in (run.outputs, run.work, run.state_for(0)):
         st = writable.stat()
-        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (65534, 65534, 0o700)
+        assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (user.uid, user.gid, 0o700)
     assert run.logs.stat().st_uid == 0  # logs are the supervisor's, out of the run's reach
 
 
