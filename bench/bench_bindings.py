@@ -175,6 +175,7 @@ def replica(name: str, state: str, state_dir: str, base_url: str, count: int,
     out.put(("done", name, {
         "build_s": round(built - started, 2), "run_started": run_started,
         "polls": dict(polls), "cpu_s": cpu["end"] - cpu["start"],
+        "cpu_s_to_window": round(cpu["start"], 1),
         "held": len(first_applied), "results": dict(results), "errors_logged": errors.count,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
         "trace": tracer.result() if tracer else None}))
@@ -311,6 +312,7 @@ def run(count: int, interval: float, seconds: float, replicas: int,
         for p in procs:
             p.start()
         run_starts, applied = [], {}
+        busy_start = _cpu_busy()
         deadline = time.time() + FIRST_RECONCILE_DEADLINE
         while len(applied) < count and time.time() < deadline:
             try:
@@ -322,6 +324,7 @@ def run(count: int, interval: float, seconds: float, replicas: int,
             elif what == "applied":
                 applied.setdefault(who, at)
         all_applied = time.time()
+        busy_first = _cpu_busy()
         load_first = _loadavg()
         window = (all_applied, all_applied + seconds)
         for control in controls:
@@ -356,6 +359,11 @@ def run(count: int, interval: float, seconds: float, replicas: int,
         "first_full_reconcile_s": round(first, 2) if first is not None else None,
         "bindings_applied": len(applied),
         "loadavg_after_first": load_first,
+        # the host's CPU seconds (every process: replicas, Git host, database) from the
+        # replicas' start to the first full reconcile, and the replicas' own share
+        "host_cpu_s_to_first": round(busy_first[0] - busy_start[0], 1),
+        "host_cpu_idle_s_to_first": round(busy_first[1] - busy_start[1], 1),
+        "replicas_cpu_s_to_window": sum(d["cpu_s_to_window"] for d in done.values()),
         "window_s": seconds, "polls_in_window": window_polls,
         "lag_slowest_s": round(max(worst.values()), 2),
         "lag_slowest_binding": max(worst, key=worst.get),
@@ -376,6 +384,14 @@ def run(count: int, interval: float, seconds: float, replicas: int,
         **({"why_late": why_late(done, polls, ids, window, interval, min(run_starts))}
            if trace else {}),
     }
+
+
+def _cpu_busy() -> tuple[float, float]:
+    """The host's CPU seconds so far: (busy, idle), every core (/proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    idle = fields[3] + fields[4]  # idle, iowait
+    return (sum(fields[:8]) - idle) / tick, idle / tick
 
 
 def _loadavg() -> str:

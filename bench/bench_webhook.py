@@ -16,7 +16,12 @@ of this script (`--serve`) doing what `serve` does (the same settings from the s
 config file, `Service.run` with the web server), with the others added; the Git host
 runs in a process of its own, as in bench_bindings.py.
 
-Run: python bench/bench_webhook.py [--rounds 10] [--bindings 1]
+`--trace` (with `--bindings` above 1) times each step of every round in the service:
+the webhook's trigger, the measured binding's syncs (waiting for its lock, then the
+sync), its status reads (a sync's follow-up reads, the status tick's) and what each
+read found, the backend's create and reads; each step in seconds from the round's push.
+
+Run: python bench/bench_webhook.py [--rounds 10] [--bindings 1] [--trace]
 """
 
 from __future__ import annotations
@@ -133,8 +138,59 @@ def serve_with_others(config: str, others: int, base_url: str, ready: Path) -> N
         return report
 
     service.reconcile = counted
+    trace = os.environ.get("BENCH_WEBHOOK_TRACE")
+    steps = trace_steps(service) if trace else []
     service.run(serve_http=lambda svc: start_server(svc, settings.listen))
     ready.with_suffix(".polls").write_text(json.dumps(polls))
+    if trace:
+        Path(trace).write_text(json.dumps(steps))
+
+
+def trace_steps(service: object, binding: str = "bench") -> list:
+    """Record [time, step, detail] of the measured binding's path: the trigger, its
+    syncs (the lock's wait apart), its status reads and the backend's calls."""
+    steps: list = []
+    lock = threading.Lock()
+
+    def note(step: str, detail: object = None) -> None:
+        with lock:
+            steps.append([time.time(), step, detail])
+
+    def around(owner: object, name: str, describe) -> None:
+        inner = getattr(owner, name)
+
+        def wrapped(*args: object, **kwargs: object) -> object:
+            if not describe(args, kwargs, None, True):
+                return inner(*args, **kwargs)
+            note(f"{name} start", describe(args, kwargs, None, False))
+            result = inner(*args, **kwargs)
+            note(f"{name} end", describe(args, kwargs, result, False))
+            return result
+
+        setattr(owner, name, wrapped)
+
+    def ours(a: tuple, _k: dict, _r: object, ask: bool) -> object:
+        return a[0] == binding if ask else threading.current_thread().name
+
+    around(service, "trigger", ours)
+    around(service, "refresh_binding", lambda a, k, r, ask: a[0] == binding if ask else (
+        threading.current_thread().name, "all" if len(a) < 2 or a[1] is None else "keys"))
+    sync = service.syncs[binding]
+    reconcile_once = sync.reconcile_once
+
+    def traced_sync(**options: object) -> object:
+        note("sync start (lock held)")
+        report = reconcile_once(**options)
+        note("sync end", str(report.result))
+        return report
+
+    sync.reconcile_once = traced_sync
+    around(sync, "refresh", lambda a, k, r, ask: True if ask else r)
+    provider = sync.applier.provider
+    around(provider, "create", lambda a, k, r, ask: True if ask else getattr(r, "phase", None))
+    around(provider, "get", lambda a, k, r, ask: True if ask else (
+        f"{a[0]}: {getattr(r, 'phase', None)}" if r is not None else str(a[0])))
+    return steps
 
 
 def main() -> None:
@@ -142,6 +198,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--bindings", type=int, default=1,
                         help="bindings served (the measured one and N - 1 others)")
+    parser.add_argument("--trace", action="store_true",
+                        help="time each step of every round in the service (--bindings > 1)")
     parser.add_argument("--serve", nargs=4, metavar=("CONFIG", "OTHERS", "BASE_URL", "READY"),
                         help=argparse.SUPPRESS)  # the child that serves them
     args = parser.parse_args()
@@ -184,9 +242,13 @@ def main() -> None:
                        str(ready)]
         started = time.time()
         log = root / "serve.log"  # the service's log, shown if it fails to come up
+        trace = root / "steps.json"
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+        if args.trace and others:
+            env["BENCH_WEBHOOK_TRACE"] = str(trace)
         with open(log, "wb") as err:
             server = subprocess.Popen(command, cwd=root, stdout=subprocess.DEVNULL,
-                                      stderr=err, env={**os.environ, "PYTHONPATH": str(ROOT)})
+                                      stderr=err, env=env)
         api = f"http://127.0.0.1:{port}"
         try:
             deadline = time.monotonic() + (60 if not others else 900)
@@ -209,7 +271,7 @@ def main() -> None:
                     float(ready.read_text()) - started, 1)
                 extra["loadavg_at_first_round"] = _loadavg()
             rounds_started = time.time()
-            latencies = []
+            latencies, pushed = [], []
             with httpx.Client(timeout=10) as client:
                 for n in range(1, args.rounds + 1):
                     name = f"job-{n}"
@@ -217,6 +279,7 @@ def main() -> None:
                     repo.commit(f"add {name}")
                     repo.push()  # the push is done: the clock starts
                     start = time.perf_counter()
+                    pushed.append(time.time())
                     body = json.dumps({"event": "push", "repository": "manifests"}).encode()
                     answer = client.post(f"{api}/hooks/generic", content=body, headers={
                         "X-Nodus-Signature-256": "sha256=" + sign(body, SECRET),
@@ -245,6 +308,9 @@ def main() -> None:
                 "others_backend": "fake (Succeeded at once)",
                 "repositories_made_s": round(made, 1), "rounds_s": round(rounds_s, 1),
                 "other_polls": json.loads(polls.read_text()) if polls.exists() else None})
+        if trace.exists():
+            extra["rounds_steps"] = round_steps(json.loads(trace.read_text()), pushed,
+                                                latencies)
     if host:
         extra["git_host"] = host
     print(json.dumps({
@@ -260,6 +326,16 @@ def main() -> None:
                              "note": "a poll finds a push after half the interval on average"},
         "loadavg_start": load_start, "loadavg_end": _loadavg(),
     }))
+
+
+def round_steps(steps: list, pushed: list[float], latencies: list[float]) -> list:
+    """Each round's steps in the service, in seconds from its push, to its end + 0.5 s."""
+    rounds = []
+    for n, (at, took) in enumerate(zip(pushed, latencies, strict=True), 1):
+        rounds.append({"round": n, "push_to_running_s": round(took, 3), "steps": [
+            f"{t - at:+.3f} {step}" + (f" {detail}" if detail is not None else "")
+            for t, step, detail in steps if at - 0.05 <= t <= at + took + 0.5]})
+    return rounds
 
 
 def _loadavg() -> str:
