@@ -31,27 +31,35 @@ def bare_repo(path: Path, name: str) -> str:
     return str(repo.create_commit("refs/heads/main", who, who, "first", top.write(), []))
 
 
+def bindings_served(tmp_path: Path, count: int, provider: FakeProvider, **fields: object,
+                    ) -> tuple[tuple[Binding, ...], Store, service_module.Service]:
+    """`count` bindings, each its own bare repository of one Job (`job-<n>`), and one
+    service syncing them on `provider`; the caller closes the store."""
+    bindings = tuple(
+        Binding(id=f"team-{n}", url=str(tmp_path / "remotes" / f"team-{n}.git"),
+                path="manifests", project=f"team-{n}", **fields)
+        for n in range(count))
+    for n in range(count):
+        bare_repo(tmp_path / "remotes" / f"team-{n}.git", f"job-{n}")
+    store = Store.open(None, tmp_path / "state")
+    settings = Settings(state_dir=tmp_path / "state", instance="test", bindings=bindings,
+                        checks={"gitnotes": False})
+    return bindings, store, build_service(settings, store,
+                                          provider_factory=lambda _name: provider)
+
+
 def test_every_binding_gets_its_first_sync_however_long_the_queue(tmp_path: Path) -> None:
     # Each create takes a while, so that the first syncs of 60 bindings queue for the
     # scheduler's workers for seconds: none of them may be dropped for starting late
     # (they would wait a whole interval, here far longer than the test's deadline).
     count = 60
-    bindings = tuple(
-        Binding(id=f"team-{n}", url=str(tmp_path / "remotes" / f"team-{n}.git"),
-                path="manifests", project=f"team-{n}", interval=600)
-        for n in range(count))
-    for n in range(count):
-        bare_repo(tmp_path / "remotes" / f"team-{n}.git", f"job-{n}")
 
     def slow_create(op: str, _key: object, _arg: object) -> None:
         if op == "create":
             time.sleep(0.3)
 
     provider = FakeProvider(slow_create)
-    store = Store.open(None, tmp_path / "state")
-    settings = Settings(state_dir=tmp_path / "state", instance="test", bindings=bindings,
-                        checks={"gitnotes": False})
-    service = build_service(settings, store, provider_factory=lambda _name: provider)
+    _, store, service = bindings_served(tmp_path, count, provider, interval=600)
     service.follow_up = False
 
     def stop_when_all_created() -> None:
@@ -80,17 +88,8 @@ def test_follow_up_reads_share_one_thread_and_still_come(tmp_path: Path) -> None
     # A sync that starts runs reads their status a few times in the next second. With
     # many bindings syncing, that must not be a thread per read (thousands of them).
     count = 20
-    bindings = tuple(
-        Binding(id=f"team-{n}", url=str(tmp_path / "remotes" / f"team-{n}.git"),
-                path="manifests", project=f"team-{n}")
-        for n in range(count))
-    for n in range(count):
-        bare_repo(tmp_path / "remotes" / f"team-{n}.git", f"job-{n}")
     provider = FakeProvider()
-    store = Store.open(None, tmp_path / "state")
-    settings = Settings(state_dir=tmp_path / "state", instance="test", bindings=bindings,
-                        checks={"gitnotes": False})
-    service = build_service(settings, store, provider_factory=lambda _name: provider)
+    bindings, store, service = bindings_served(tmp_path, count, provider)
     before = threading.active_count()
     try:
         for binding in bindings:
@@ -111,13 +110,6 @@ def test_a_poll_due_while_first_syncs_are_queued_does_not_wait_behind_them(
     # (due within its 1 s interval) must still run: a queue of first syncs (1,000 of
     # them at start) must not hold up the polls of the bindings already synced.
     monkeypatch.setattr(service_module, "SYNC_WORKERS", 1)
-    count = 3
-    bindings = tuple(
-        Binding(id=f"team-{n}", url=str(tmp_path / "remotes" / f"team-{n}.git"),
-                path="manifests", project=f"team-{n}", interval=1)
-        for n in range(count))
-    for n in range(count):
-        bare_repo(tmp_path / "remotes" / f"team-{n}.git", f"job-{n}")
     release, created = threading.Event(), []
 
     def block_after_the_first(op: str, key: object, _arg: object) -> None:
@@ -127,10 +119,7 @@ def test_a_poll_due_while_first_syncs_are_queued_does_not_wait_behind_them(
                 release.wait(60)
 
     provider = FakeProvider(block_after_the_first)
-    store = Store.open(None, tmp_path / "state")
-    settings = Settings(state_dir=tmp_path / "state", instance="test", bindings=bindings,
-                        checks={"gitnotes": False})
-    service = build_service(settings, store, provider_factory=lambda _name: provider)
+    _, store, service = bindings_served(tmp_path, 3, provider, interval=1)
     service.follow_up = False
     polls: dict[str, int] = {}
     reconcile = service.reconcile
