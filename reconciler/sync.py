@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from nodus_gitops import failpoints, metrics
@@ -92,13 +92,15 @@ class InventoryView:
         return self.recorded is not None and not self.unfinished
 
     def state(self, desired: Mapping[ResourceKey, Desired] | None = None,
-              ) -> tuple[list[Recorded], dict[ResourceKey, Live]]:
+              ) -> tuple[Collection[Recorded], dict[ResourceKey, Live]]:
         """What the plan reads; `desired` (the tree about to be planned) lends its
-        manifests to the entries recorded as it has them when the view is read whole."""
+        manifests to the entries recorded as it has them when the view is read whole.
+        The entries are the view's own, not a copy: an incremental plan reads a few of
+        them, and copying 100,000 on every plan was a third of a 1-file change's time."""
         if self.recorded is None:
             self._load(desired or {})
         assert self.recorded is not None
-        return list(self.recorded.values()), self.live
+        return self.recorded.values(), self.live
 
     def take_dirty(self) -> set[ResourceKey] | None:
         """The keys re-read since the last call (None: everything may have changed)."""
