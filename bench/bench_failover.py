@@ -38,7 +38,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
@@ -164,19 +164,59 @@ def replica(name: str, state: str, state_dir: str, backend: str, base_url: str, 
     keeper.tick = timed_tick
     results: Counter[str] = Counter()
     reconcile = service.reconcile
+    # What each binding's last calls found (for the bindings a run reports as never
+    # applied): when, whether the lease was held and the lock free before it, the result.
+    calls: dict[str, deque] = defaultdict(lambda: deque(maxlen=12))
+
+    refreshing: dict[str, float] = {}  # binding -> when its status refresh began
+    refresh_binding = service.refresh_binding
+    dropped: Counter[str] = Counter()  # polls of a held binding dropped: its lock was busy
+
+    def timed_refresh(binding_id: str, *args: object, **options: object) -> None:
+        refreshing[binding_id] = time.time()
+        try:
+            refresh_binding(binding_id, *args, **options)
+        finally:
+            refreshing.pop(binding_id, None)
+
+    service.refresh_binding = timed_refresh
 
     def timed(binding_id: str, **options: object):
+        at, held, locked = time.time(), keeper.holds(binding_id), \
+            service.locks[binding_id].locked()
+        by_refresh = binding_id in refreshing
         report = reconcile(binding_id, **options)
+        if report is None and held and locked:
+            dropped["refresh" if by_refresh else "other"] += 1
+        calls[binding_id].append((round(at, 2), held, locked, by_refresh,
+                                  None if report is None else (
+                                      str(report.result), report.commit, report.message)))
         if report is not None:
             results[str(report.result)] += 1
             if report.result == SyncResult.APPLIED:
                 send("applied", name, binding_id, report.commit, time.time())
         return report
 
+    def diagnose(bindings: list[str]) -> dict:
+        now = keeper.clock()
+        out = {}
+        for b in bindings:
+            sync = service.syncs[b]
+            renewed = keeper.renewed_at.get(b)
+            out[b] = {"token_held": keeper.held.get(b), "holds": keeper.holds(b),
+                      "renewed_ago_s": None if renewed is None else round(now - renewed, 2),
+                      "locked": service.locks[b].locked(),
+                      "retry_in_s": round(sync.retry_at - sync.clock(), 2),
+                      "failures": sync.failures, "errors": sync.errors,
+                      "retry_commit": sync.retry_commit, "calls": list(calls[b])}
+        return out
+
     service.reconcile = timed
 
     def stop_when_told() -> None:
-        conn.recv()
+        asked = conn.recv()  # ("stop", bindings to report on)
+        send("diagnosis", name, {"dropped_polls": dict(dropped), "bindings": diagnose(
+            list(asked[1]) if isinstance(asked, tuple) else [])})
         service.stopping.set()
 
     threading.Thread(target=stop_when_told, daemon=True).start()
@@ -196,6 +236,8 @@ class Events:
         self.conns = dict(conns)
         self.applied: dict[str, list[tuple[str, str, float]]] = defaultdict(list)
         self.gained: dict[str, list[tuple[str, float]]] = defaultdict(list)
+        self.lost: dict[str, list[tuple[str, float]]] = defaultdict(list)
+        self.diagnosis: dict[str, dict] = {}
         self.lease_changes: list[float] = []
         self.done: dict[str, dict] = {}
         self.running: dict[str, float] = {}
@@ -216,10 +258,14 @@ class Events:
                 _, who, binding, commit, at = event
                 self.applied[binding].append((who, commit, at))
             elif what == "leases":
-                _, who, gained, _lost, at = event
+                _, who, gained, lost, at = event
                 self.lease_changes.append(at)
                 for binding in gained:
                     self.gained[binding].append((who, at))
+                for binding in lost:
+                    self.lost[binding].append((who, at))
+            elif what == "diagnosis":
+                self.diagnosis[event[1]] = event[2]
             elif what == "running":
                 self.running[event[1]] = event[2]
             elif what == "done":
@@ -299,6 +345,31 @@ def check(state: str, backend: Path, ids: list[str], repos: dict[str, Repo],
     }
 
 
+def stored_state(state: str, bindings: list[str], since: float) -> dict:
+    """What the store holds of each binding: its lease, polls, commits and last syncs."""
+    out = {}
+    with Store.open(state) as store:
+        for b in bindings:
+            lease = store.lease_of(b)
+            record = store.get_binding(b)
+            out[b] = {
+                "lease": None if lease is None else {
+                    "holder": lease[0], "expires_in_s": round(lease[1].timestamp()
+                                                              - time.time(), 2),
+                    "token": lease[2]},
+                "last_seen": record and (record.last_seen_commit or "")[:8],
+                "last_applied": record and (record.last_applied_commit or "")[:8],
+                "last_error": record and record.last_error,
+                "last_poll_s": record and record.last_poll_at and round(
+                    record.last_poll_at.timestamp() - since, 2),
+                "syncs": [(s.commit[:8], s.result, s.message,
+                           round(s.started_at.timestamp() - since, 2))
+                          for s in store.list_syncs(b, limit=5)],
+                "pending_intents": len([i for i in store.pending_intents()
+                                        if i.binding_id == b])}
+    return out
+
+
 def run(count: int, replicas: int, interval: float, ttl: float, state: str,
         wait: float) -> dict:
     context = multiprocessing.get_context("spawn")
@@ -372,8 +443,10 @@ def run(count: int, replicas: int, interval: float, ttl: float, state: str,
                         applied[binding] = min(at)
         load_after = _loadavg()
         time.sleep(min(interval, 10))  # any late second creation shows in the checks
+        missing = sorted(set(victims) - set(applied))[:10]
+        stored = stored_state(state, missing, killed_at)
         for n in names[1:]:
-            pipes[n][0].send("stop")
+            pipes[n][0].send(("stop", missing))
         stop_deadline = time.time() + 120
         while time.time() < stop_deadline and len(events.done) < replicas - 1:
             events.read(1.0)
@@ -407,7 +480,25 @@ def run(count: int, replicas: int, interval: float, ttl: float, state: str,
         "new_commit_applied_by_survivor": len(applied),
         "kill_to_applied": spread(took),
         "applied_by": dict(sorted(by_survivor.items())),
-        "never_applied": sorted(set(victims) - set(applied))[:10],
+        "never_applied": missing,
+        "never_applied_why": {b: {
+            "store": stored.get(b),
+            "lease_events": sorted([("gained", w, round(t - killed_at, 2))
+                                    for w, t in events.gained.get(b, ())]
+                                   + [("lost", w, round(t - killed_at, 2))
+                                      for w, t in events.lost.get(b, ())],
+                                   key=lambda e: e[2]),
+            "applied_events": [(w, c[:8], round(t - killed_at, 2))
+                               for w, c, t in events.applied.get(b, ())],
+            "tip": tips[b][:8],
+            "replicas": {n: {**d["bindings"][b], "calls": [
+                (round(at - killed_at, 2), held, locked, by_refresh,
+                 r if r is None else (r[0], (r[1] or "")[:8], r[2]))
+                for at, held, locked, by_refresh, r in d["bindings"][b]["calls"]]}
+                for n, d in sorted(events.diagnosis.items()) if b in d["bindings"]}}
+            for b in missing},
+        "polls_dropped_lock_busy": {n: d["dropped_polls"]
+                                    for n, d in sorted(events.diagnosis.items())},
         "waited_from_kill_s": wait,
         "within_target": sum(1 for t in took if t <= target),
         "target_s": target, "target_note": "lease time + one interval",
