@@ -38,6 +38,9 @@ log = logging.getLogger("nodus_gitops.service")
 STATUS_REFRESH_SECONDS = 2
 FOLLOW_UP_SECONDS = (0.1, 0.3, 0.6, 1.0)
 FOLLOW_UP_WAIT_SECONDS = 0.2
+# A scheduled poll waits this long for its binding's lock (a status read holds it for a
+# moment) before it gives way: dropped, it would wait a whole interval for the next.
+POLL_WAIT_SECONDS = STATUS_REFRESH_SECONDS
 TRIGGER_WAIT_SECONDS = 120
 PLAN_WAIT_SECONDS = 60  # a plan asked of the server waits this long for a running sync
 # Idle polls' times are written in one batch this often (or each binding's shortest
@@ -76,7 +79,7 @@ class Service:
         # One thread for every binding's follow-up reads; one waits only briefly for a
         # binding's running sync (the status tick reads it anyway) to keep the rest on time.
         self.follow_ups = FollowUps(lambda binding_id, keys: self.refresh_binding(
-            binding_id, keys, wait=FOLLOW_UP_WAIT_SECONDS))
+            binding_id, keys, wait=FOLLOW_UP_WAIT_SECONDS), stale_after=STATUS_REFRESH_SECONDS)
         providers: dict[str, Provider] = {}
         if self.sync_factory is None or self.provider_factory is None:
             raise TypeError("a Service gets its syncs and backends from wiring.build_service")
@@ -89,8 +92,9 @@ class Service:
 
     def reconcile(self, binding_id: str, *, force: bool = False,
                   wait: float = 10.0) -> SyncReport | None:
-        """One sync of one binding; None when another sync of it is running and does not
-        end within `wait` seconds (the scheduler's ticks pass 0: they never queue up)."""
+        """One sync of one binding; None when another sync or read of it is running and
+        does not end within `wait` seconds (the scheduler's polls wait POLL_WAIT_SECONDS:
+        at most one a binding waits, max_instances, so they never queue up)."""
         if self.leases is not None and not self.leases.holds(binding_id):
             return None  # another replica reconciles it
         lock = self.locks[binding_id]
@@ -316,7 +320,8 @@ class Service:
             interval = sync.binding.interval
             start = now + timedelta(seconds=phases[binding_id] * interval)
             scheduler.add_job(self.reconcile, FirstThenEvery(now, interval, start),
-                              args=[binding_id], kwargs={"wait": 0}, id=binding_id)
+                              args=[binding_id], kwargs={"wait": POLL_WAIT_SECONDS},
+                              id=binding_id)
         scheduler.add_job(self.refresh_all, "interval", seconds=STATUS_REFRESH_SECONDS,
                           id="status-refresh")
         # An idle poll makes no durable commit of its own: its time is held by the store

@@ -152,3 +152,74 @@ def test_a_poll_due_while_first_syncs_are_queued_does_not_wait_behind_them(
         store.close()
     assert polled_again == [True], (
         f"no binding polled again while first syncs were queued: polls {polls}")
+
+
+def test_a_poll_that_comes_while_a_read_holds_its_binding_waits_for_it(tmp_path: Path) -> None:
+    # Status reads hold the binding's lock 1 s at a time with 0.1 s between them (a slow
+    # backend); the binding polls every second, so its polls fall at every point of the
+    # reads' cycle in turn. A poll that came during a read and gave way at once would
+    # leave the binding unpolled for a whole interval, ten times in eleven.
+    _, store, service = bindings_served(tmp_path, 1, FakeProvider(), interval=1)
+    service.follow_up = False
+    lock, polls, stop = service.locks["team-0"], [], threading.Event()
+    reconcile = service.reconcile
+
+    def counted(binding_id: str, **options: object):
+        report = reconcile(binding_id, **options)
+        if report is not None:
+            polls.append(time.monotonic())
+        return report
+
+    service.reconcile = counted
+
+    def slow_reads() -> None:
+        while not stop.is_set():
+            with lock:
+                time.sleep(1.0)
+            time.sleep(0.1)
+
+    def stop_after_the_first_sync() -> None:
+        deadline = time.monotonic() + 60
+        while not polls and time.monotonic() < deadline:
+            time.sleep(0.05)
+        threading.Thread(target=slow_reads, daemon=True).start()
+        time.sleep(8)
+        stop.set()
+        service.stopping.set()
+
+    threading.Thread(target=stop_after_the_first_sync, daemon=True).start()
+    try:
+        service.run()
+    finally:
+        stop.set()
+        store.close()
+    # about 8 polls after the first sync; giving way, one or two
+    assert len(polls) - 1 >= 5, f"{len(polls) - 1} polls in 8 s of 1 s intervals"
+
+
+def test_follow_up_reads_far_past_their_time_are_dropped() -> None:
+    # One read takes 2 s while 50 more come due: by then the status tick has read the
+    # same resources, and reading them late would hold each binding's lock in turn.
+    from nodus_gitops.follow_ups import FollowUps
+
+    first, reads = threading.Event(), []
+
+    def read(binding_id: str, _keys: list) -> None:
+        reads.append(binding_id)
+        if binding_id == "slow":
+            first.set()
+            time.sleep(2.0)
+
+    follow_ups = FollowUps(read, stale_after=1.0)
+    follow_ups.add("slow", [], [0.0])
+    assert first.wait(10)
+    for n in range(50):
+        follow_ups.add(f"late-{n}", [], [0.0])
+    deadline = time.monotonic() + 10
+    while follow_ups.dropped < 50 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert reads == ["slow"] and follow_ups.dropped == 50
+    follow_ups.add("on-time", [], [0.0])  # once caught up, reads come as before
+    while reads[-1] != "on-time" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert reads == ["slow", "on-time"]
