@@ -74,6 +74,8 @@ class Service:
     trigger_lock: threading.Lock = field(default_factory=threading.Lock)
     spending: PeriodSpend = field(default_factory=PeriodSpend)  # for the budget holds
     clock: Callable[[], datetime] | None = None  # the time budget periods are read at
+    # Runs a binding's scheduled poll at once (set by `run` while its scheduler runs).
+    poll_now: Callable[[str], None] | None = None
 
     def __post_init__(self) -> None:
         # One thread for every binding's follow-up reads; one waits only briefly for a
@@ -251,6 +253,14 @@ class Service:
         for binding_id in gained:
             with self.locks[binding_id]:
                 self.syncs[binding_id].forget_cached_state()
+            # Synced now, not at its next poll: a push to a dead replica's binding would
+            # wait up to an interval more (the lease time plus an interval, to the end).
+            if self.poll_now is not None:
+                try:
+                    self.poll_now(binding_id)
+                except Exception:  # it polls at its next interval instead
+                    log.exception("polling a binding taken over failed",
+                                  extra={"binding": binding_id})
 
     def plan_ref(self, binding_id: str, ref: str | None, *, wait: float = PLAN_WAIT_SECONDS
                  ) -> tuple[str, DesiredTree, Plan, Provider, ApplyContext] | None:
@@ -309,7 +319,7 @@ class Service:
             "coalesce": True, "max_instances": 1, "misfire_grace_time": None})
         if self.leases is None:
             self.leases = LeaseKeeper(self.store, self.syncs, ttl=self.lease_ttl)
-        self.keep_leases()
+        self.keep_leases()  # the first syncs, just below, are at once anyway
         scheduler.add_job(self.keep_leases, "interval", seconds=self.leases.ttl / 3,
                           id="leases", executor=BOOKKEEPING)
         # Every binding's first sync now; after it, each polls on its own phase of the
@@ -330,6 +340,10 @@ class Service:
         scheduler.add_job(self.write_poll_times, "interval", seconds=min(
             [POLL_TIMES_SECONDS, *(s.binding.interval for s in self.syncs.values())]),
             id="poll-times", executor=BOOKKEEPING)
+        # On the scheduler's workers, and still one at a time for each binding
+        # (max_instances); its regular polls keep their phase.
+        self.poll_now = lambda binding_id: scheduler.modify_job(binding_id,
+                                                                next_run_time=_now())
         stop_http = serve_http(self) if serve_http else None
         interrupts = []
 
@@ -347,6 +361,7 @@ class Service:
         try:
             self.stopping.wait()
         finally:
+            self.poll_now = None
             scheduler.shutdown(wait=len(interrupts) < 2)  # a second signal: do not wait
             if stop_http:
                 stop_http()

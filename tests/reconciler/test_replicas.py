@@ -3,6 +3,7 @@ bindings spread, a dead replica's bindings taken over within one lease period.""
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -29,8 +30,9 @@ def repo(manifest_repo: ManifestRepo) -> ManifestRepo:
     return manifest_repo
 
 
-def replica(name: str, repo: ManifestRepo, url: str, tmp: Path, provider: FakeProvider):
-    bindings = tuple(Binding(id=f"team-{t}", url=repo.push_url, path=t, project=t)
+def replica(name: str, repo: ManifestRepo, url: str, tmp: Path, provider: FakeProvider,
+            **fields: object):
+    bindings = tuple(Binding(id=f"team-{t}", url=repo.push_url, path=t, project=t, **fields)
                      for t in "abcd")
     store = Store.open(url)
     settings = Settings(state_dir=tmp / name, instance="shared", bindings=bindings)
@@ -73,6 +75,34 @@ def test_bindings_spread_and_a_dead_replica_is_taken_over(repo, pg_state_url, tm
     assert reports["team-a"].result == "applied"
     creates = [k.name for op, k in backend.calls if op == "create"]
     assert sorted(creates) == ["job-a", "job-a2", "job-b", "job-c", "job-d"]
+
+
+def test_a_binding_taken_over_is_polled_at_once_not_at_its_next_interval(
+        repo, pg_state_url, tmp_path):
+    # a takes every lease and dies before syncing any; b, serving with a 10-minute
+    # interval, takes them over once they expire. Each must be synced then, not when
+    # its next poll comes round (up to an interval later: a push to a dead replica's
+    # binding waited for it).
+    backend = FakeProvider()
+    a = replica("replica-a", repo, pg_state_url, tmp_path, backend, interval=600)
+    a.keep_leases()
+    assert len(a.leases.held) == 4
+    b = replica("replica-b", repo, pg_state_url, tmp_path, backend, interval=600)
+    b.follow_up = False
+    taken_at: list[float] = []
+
+    def stop_when_all_created() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and len(backend.resources) < 4:
+            if not taken_at and len(b.leases.held) == 4:
+                taken_at.append(time.monotonic())
+            time.sleep(0.05)
+        b.stopping.set()
+
+    threading.Thread(target=stop_when_all_created, daemon=True).start()
+    b.run()
+    assert taken_at, "b never took a's leases over"
+    assert sorted(k.name for k in backend.resources) == ["job-a", "job-b", "job-c", "job-d"]
 
 
 def test_clean_stop_gives_leases_back_at_once(repo, pg_state_url, tmp_path):
