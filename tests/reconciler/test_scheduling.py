@@ -48,6 +48,33 @@ def bindings_served(tmp_path: Path, count: int, provider: FakeProvider, **fields
                                           provider_factory=lambda _name: provider)
 
 
+def counting_polls(service: service_module.Service) -> dict[str, int]:
+    """The polls of each binding that ran a sync (not given way), counted as they come."""
+    polls: dict[str, int] = {}
+    reconcile = service.reconcile
+
+    def counted(binding_id: str, **options: object):
+        report = reconcile(binding_id, **options)
+        if report is not None:
+            polls[binding_id] = polls.get(binding_id, 0) + 1
+        return report
+
+    service.reconcile = counted
+    return polls
+
+
+def serve_while(service: service_module.Service, store: Store, watch, *after) -> None:
+    """`service.run()` while `watch` runs on a thread of its own (it stops the service);
+    then each of `after`, and the store closed, however the run ended."""
+    threading.Thread(target=watch, daemon=True).start()
+    try:
+        service.run()
+    finally:
+        for step in after:
+            step()
+        store.close()
+
+
 def test_every_binding_gets_its_first_sync_however_long_the_queue(tmp_path: Path) -> None:
     # Each create takes a while, so that the first syncs of 60 bindings queue for the
     # scheduler's workers for seconds: none of them may be dropped for starting late
@@ -68,11 +95,7 @@ def test_every_binding_gets_its_first_sync_however_long_the_queue(tmp_path: Path
             time.sleep(0.1)
         service.stopping.set()
 
-    threading.Thread(target=stop_when_all_created, daemon=True).start()
-    try:
-        service.run()
-    finally:
-        store.close()
+    serve_while(service, store, stop_when_all_created)
     missing = sorted({f"job-{n}" for n in range(count)}
                      - {k.name for k in provider.resources})
     assert not missing, f"never synced: {missing}"
@@ -121,16 +144,7 @@ def test_a_poll_due_while_first_syncs_are_queued_does_not_wait_behind_them(
     provider = FakeProvider(block_after_the_first)
     _, store, service = bindings_served(tmp_path, 3, provider, interval=1)
     service.follow_up = False
-    polls: dict[str, int] = {}
-    reconcile = service.reconcile
-
-    def counted(binding_id: str, **options: object):
-        report = reconcile(binding_id, **options)
-        if report is not None:
-            polls[binding_id] = polls.get(binding_id, 0) + 1
-        return report
-
-    service.reconcile = counted
+    polls = counting_polls(service)
     polled_again: list[bool] = []
 
     def watch() -> None:
@@ -144,12 +158,7 @@ def test_a_poll_due_while_first_syncs_are_queued_does_not_wait_behind_them(
         release.set()
         service.stopping.set()
 
-    threading.Thread(target=watch, daemon=True).start()
-    try:
-        service.run()
-    finally:
-        release.set()
-        store.close()
+    serve_while(service, store, watch, release.set)
     assert polled_again == [True], (
         f"no binding polled again while first syncs were queued: polls {polls}")
 
@@ -161,16 +170,7 @@ def test_a_poll_that_comes_while_a_read_holds_its_binding_waits_for_it(tmp_path:
     # leave the binding unpolled for a whole interval, ten times in eleven.
     _, store, service = bindings_served(tmp_path, 1, FakeProvider(), interval=1)
     service.follow_up = False
-    lock, polls, stop = service.locks["team-0"], [], threading.Event()
-    reconcile = service.reconcile
-
-    def counted(binding_id: str, **options: object):
-        report = reconcile(binding_id, **options)
-        if report is not None:
-            polls.append(time.monotonic())
-        return report
-
-    service.reconcile = counted
+    lock, polls, stop = service.locks["team-0"], counting_polls(service), threading.Event()
 
     def slow_reads() -> None:
         while not stop.is_set():
@@ -187,14 +187,10 @@ def test_a_poll_that_comes_while_a_read_holds_its_binding_waits_for_it(tmp_path:
         stop.set()
         service.stopping.set()
 
-    threading.Thread(target=stop_after_the_first_sync, daemon=True).start()
-    try:
-        service.run()
-    finally:
-        stop.set()
-        store.close()
+    serve_while(service, store, stop_after_the_first_sync, stop.set)
     # about 8 polls after the first sync; giving way, one or two
-    assert len(polls) - 1 >= 5, f"{len(polls) - 1} polls in 8 s of 1 s intervals"
+    after_first = polls.get("team-0", 0) - 1
+    assert after_first >= 5, f"{after_first} polls in 8 s of 1 s intervals"
 
 
 def test_follow_up_reads_far_past_their_time_are_dropped() -> None:
