@@ -214,9 +214,9 @@ def replica(name: str, state: str, state_dir: str, backend: str, base_url: str, 
     service.reconcile = timed
 
     def stop_when_told() -> None:
-        asked = conn.recv()  # ("stop", bindings to report on)
-        send("diagnosis", name, {"dropped_polls": dict(dropped), "bindings": diagnose(
-            list(asked[1]) if isinstance(asked, tuple) else [])})
+        _, report_on = conn.recv()  # ("stop", the bindings to report on)
+        send("diagnosis", name, {"dropped_polls": dict(dropped),
+                                 "bindings": diagnose(list(report_on))})
         service.stopping.set()
 
     threading.Thread(target=stop_when_told, daemon=True).start()
@@ -365,8 +365,7 @@ def stored_state(state: str, bindings: list[str], since: float) -> dict:
                 "syncs": [(s.commit[:8], s.result, s.message,
                            round(s.started_at.timestamp() - since, 2))
                           for s in store.list_syncs(b, limit=5)],
-                "pending_intents": len([i for i in store.pending_intents()
-                                        if i.binding_id == b])}
+                "pending_intents": len(store.pending_intents(b))}
     return out
 
 

@@ -253,8 +253,8 @@ class Service:
         for binding_id in gained:
             with self.locks[binding_id]:
                 self.syncs[binding_id].forget_cached_state()
-            # Synced now, not at its next poll: a push to a dead replica's binding would
-            # wait up to an interval more (the lease time plus an interval, to the end).
+            # Polled now, not at its next phase of the interval: a push to a dead
+            # replica's binding would otherwise wait the lease time plus an interval.
             if self.poll_now is not None:
                 try:
                     self.poll_now(binding_id)
