@@ -31,18 +31,24 @@ import ctypes
 import json
 import os
 import select
+import stat
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nodus_gitops.providers.local import child
 from nodus_gitops.providers.local.runuser import RunUser
 
 TAP = "tap0"
+TUN = "/dev/net/tun"
+TUN_STAGE = "/mnt"  # where the run user's node is made, in slirp4netns' own mount namespace
 MTU = "65520"
 READY_SECONDS = 30.0  # for the probe and a gang's network; a run's own never blocks
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _CLONE_NEWNET = 0x40000000
+_CLONE_NEWNS = 0x00020000
+_MS_NOSUID, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4096, 16384, 1 << 18
 
 
 def slirp_argv(slirp: str, pid: int, ready_fd: int, exit_fd: int) -> list[str]:
@@ -141,15 +147,16 @@ def _exited_within(proc: subprocess.Popen, timeout: float) -> bool:
 
 def start(slirp: str, pid: int, user: RunUser, ready_fd: int) -> Slirp:
     """slirp4netns for the namespaces of `pid`, as the run user; it writes on `ready_fd`
-    once the run's interface is up."""
+    once the run's interface is up. Dropped from root, it opens the tun device through
+    a node of its own (`own_tun_device`)."""
     exit_r, exit_w = os.pipe2(os.O_CLOEXEC)
     out = os.memfd_create("nodus-slirp4netns", os.MFD_CLOEXEC)
-    ids = {"user": user.uid, "group": user.gid, "extra_groups": []} if user.switch else {}
     try:
         proc = subprocess.Popen(
             slirp_argv(slirp, pid, ready_fd, exit_r), env={}, cwd="/",
             stdin=subprocess.DEVNULL, stdout=out, stderr=out, pass_fds=(ready_fd, exit_r),
-            start_new_session=True, **ids)
+            start_new_session=True,
+            preexec_fn=_as_run_user_with_tun(user) if user.switch else None)
     except BaseException:
         os.close(exit_w)
         os.close(out)
@@ -157,6 +164,46 @@ def start(slirp: str, pid: int, user: RunUser, ready_fd: int) -> Slirp:
     finally:
         os.close(exit_r)
     return Slirp(proc, exit_w, out)
+
+
+def own_tun_device(uid: int, gid: int) -> None:
+    """In a mount namespace of this process's own (as root), make /dev/net/tun a node of
+    the tun device owned by `uid`: slirp4netns opens that path inside the run's user
+    namespace, where the host's node, often `crw------- root` (devtmpfs' own mode where
+    no udev rule widens it), is closed to the run user. Only this slirp4netns sees the
+    node; the host's device and every other process keep theirs."""
+    _check(_LIBC.unshare(_CLONE_NEWNS), "unshare a mount namespace")
+    _check(_LIBC.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
+    # a tmpfs of this namespace's own holds the node (the state directory may be nodev)
+    _check(_LIBC.mount(b"tmpfs", TUN_STAGE.encode(), b"tmpfs", _MS_NOSUID,
+                       b"mode=0700,size=4k"), f"mount a tmpfs on {TUN_STAGE}")
+    node = f"{TUN_STAGE}/tun"
+    os.mknod(node, stat.S_IFCHR | 0o600, os.stat(TUN).st_rdev)
+    os.chown(node, uid, gid)
+    _check(_LIBC.mount(node.encode(), TUN.encode(), None, _MS_BIND, None),
+           f"bind the run user's node over {TUN}")
+
+
+def _as_run_user_with_tun(user: RunUser) -> Callable[[], None]:
+    """The forked slirp4netns' set-up before exec: its own tun node, then the drop."""
+
+    def preexec() -> None:
+        try:
+            own_tun_device(user.uid, user.gid)
+            os.setgroups([])
+            os.setresgid(user.gid, user.gid, user.gid)
+            os.setresuid(user.uid, user.uid, user.uid)
+        except OSError as exc:
+            os.write(2, f"nodus: cannot give slirp4netns the tun device: {exc}\n".encode())
+            os._exit(child.SETUP_FAILED)
+
+    return preexec
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
 def wait_ready(fd: int, slirp: Slirp, timeout: float = READY_SECONDS) -> str | None:
