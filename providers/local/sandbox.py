@@ -135,9 +135,12 @@ class Sandbox:
 
 NO_SLIRP = ("network: shared needs slirp4netns (runs get a network of their own through "
             "it), which is not installed on the reconciler's PATH")
-NO_SLIRP_FIX = ("install slirp4netns (apt-get install slirp4netns), or set network: host in "
-                "the local backend's config to give runs the host's network, its loopback "
-                "services included")
+NO_SLIRP_FIX = ("install slirp4netns (apt-get install slirp4netns); or set network: none in "
+                "the local backend's config (runs then get a loopback of their own and no "
+                "outbound network)")
+SLIRP_FAILED_FIX = ("run nodus-gitops doctor to see what this host lacks for it; or set "
+                    "network: none in the local backend's config (runs then get a loopback "
+                    "of their own and no outbound network)")
 
 
 SLIRP_DNS = "10.0.2.3"  # slirp4netns' DNS forwarder, on a run's own network

@@ -19,7 +19,16 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from nodus_gitops.providers.local import child, gpus, limits, runfs, runuser, sandbox, usernet
+from nodus_gitops.providers.local import (
+    child,
+    gpus,
+    hostcheck,
+    limits,
+    runfs,
+    runuser,
+    sandbox,
+    usernet,
+)
 from nodus_gitops.providers.local.config import LocalConfig
 from nodus_gitops.providers.local.runtime import holding, python_roots
 from nodus_gitops.providers.local.runuser import RunUser
@@ -72,6 +81,28 @@ def probe_network(bwrap: str, slirp: str | None, user: RunUser) -> str | None:
     return problem
 
 
+def _sandbox_problem(bwrap: str | None, user: RunUser,
+                     network: str) -> tuple[str | None, str | None]:
+    """Why runs cannot be contained here and its fix: the host's own cause
+    (`hostcheck`) where one is found, else what the probe met."""
+    for finding in (hostcheck.bubblewrap(bwrap), hostcheck.user_namespaces()):
+        if not finding.ok:
+            return finding.problem, finding.fix
+    return probe(bwrap, user, network), None
+
+
+def _network_problem(bwrap: str, slirp: str | None,
+                     user: RunUser) -> tuple[str | None, str | None]:
+    """Why runs cannot have a network of their own here (network: shared) and its fix."""
+    if slirp is None:
+        return sandbox.NO_SLIRP, sandbox.NO_SLIRP_FIX
+    tun = hostcheck.tun_device(user)
+    if not tun.ok:
+        return f"network: shared: {tun.problem}", tun.fix
+    problem = probe_network(bwrap, slirp, user)
+    return problem, (sandbox.SLIRP_FAILED_FIX if problem else None)
+
+
 def resolve_sandbox(config: LocalConfig, helpers: dict[str, str | None],
                     root: Path) -> sandbox.Sandbox:
     if config.sandbox == "none":
@@ -81,13 +112,11 @@ def resolve_sandbox(config: LocalConfig, helpers: dict[str, str | None],
         return sandbox.Sandbox("none", None, config.network, me, (), None)
     user = runuser.resolve(config.run_as_user, config.run_as_group)
     bwrap = helpers["bwrap"]
-    problem = probe(bwrap, user, config.network)
-    fix = None
+    problem, fix = _sandbox_problem(bwrap, user, config.network)
     slirp = helpers.get("slirp4netns") if config.network == "shared" else None
     if not problem and config.network == "shared":
         assert bwrap is not None
-        problem = probe_network(bwrap, slirp, user)
-        fix = sandbox.NO_SLIRP_FIX if problem else None
+        problem, fix = _network_problem(bwrap, slirp, user)
     roots = tuple(python_roots(config.python))
     state_dir = os.path.dirname(os.path.abspath(root))
     if not problem and (wide := holding(roots, state_dir)) is not None:
