@@ -168,6 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "least 1s)")
     p.add_argument("--listen", metavar="HOST:PORT", help="address of the dashboard and API "
                    "(default 127.0.0.1:8080, env NODUS_GITOPS_LISTEN)")
+    p.add_argument("--log-format", choices=["auto", "text", "json"], default="auto",
+                   metavar="FORMAT", help="stderr's log lines: text, short lines for people "
+                   "(a sync of a commit: time, binding, commit, result, counts); json, one "
+                   "object a line; auto (default): text on a terminal, json elsewhere")
     p.set_defaults(func="cmd_serve")
 
     p = _subcommand(sub, "get", "list managed resources",

@@ -317,7 +317,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise ConfigError("no repository: pass --repo URL|PATH or --config FILE")
     from nodus_gitops.logging_setup import setup_logging
 
-    setup_logging()
+    setup_logging(log_format=args.log_format)
     store = open_store(settings)
     service = _service(settings, store)
     from nodus_gitops.web.server import start_server
