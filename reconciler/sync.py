@@ -445,8 +445,12 @@ class BindingSync:
         metrics.observe_sync(self.binding.id, report.result, time.perf_counter() - started)
         self.reporter.sync_finished(head, report.result, report.message, report.problems,
                                     report.plan, summary)
+        # What the sync did, as recorded: its counts (those above 0) and its message
+        # (the counts, the problems, or the error), for the log's outcome line.
         log.info("sync finished", extra={"binding": self.binding.id, "commit": head,
-                                         "result": report.result.value})
+                                         "result": report.result.value,
+                                         "counts": {k: n for k, n in summary.items() if n},
+                                         "summary": report.message})
 
 
 def plan_options(binding: Binding) -> PlanOptions:
