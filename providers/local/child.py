@@ -36,10 +36,13 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import fcntl
 import os
 import resource
 import signal
+import socket
 import stat
+import struct
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -162,11 +165,8 @@ def _own_user_net() -> None:
 
 def loopback_up() -> None:
     """Bring up the loopback of the network namespace this thread is in (a new one has
-    it down)."""
-    import fcntl
-    import socket
-    import struct
-
+    it down). Its modules are imported with this one's: a forked child dropped to the run
+    user may not read the interpreter's library any more."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         ifreq = struct.pack("16sH22x", b"lo", 0)
         flags = struct.unpack("16sH22x", fcntl.ioctl(s, _SIOCGIFFLAGS, ifreq))[1]

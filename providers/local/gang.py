@@ -114,7 +114,7 @@ class Gang:
         hold = None
         if own and box.user_net:  # type: ignore[union-attr]
             def hold() -> usernet.Holder:
-                return usernet.hold_network(box.bwrap, box.slirp, box.user)  # type: ignore
+                return usernet.hold_network(box.slirp, box.user)  # type: ignore
 
         space = self.space = gangspace.start_in_space(
             start_ranks, scope=contained and landlock.scoping() is None,

@@ -64,7 +64,7 @@ def probe(bwrap: str | None, user: RunUser, network: str) -> str | None:
     return None
 
 
-def probe_network(bwrap: str, slirp: str | None, user: RunUser) -> str | None:
+def probe_network(slirp: str | None, user: RunUser) -> str | None:
     """Why slirp4netns cannot give runs a network of their own here (None when it can):
     a network namespace of the run user's, slirp4netns on it as a run's, until ready."""
     if slirp is None:
@@ -72,7 +72,7 @@ def probe_network(bwrap: str, slirp: str | None, user: RunUser) -> str | None:
     problem = None
     for _ in range(PROBE_TRIES):  # one failure on a loaded machine must not refuse every Job
         try:
-            usernet.hold_network(bwrap, slirp, user).stop()
+            usernet.hold_network(slirp, user).stop()
             return None
         except OSError as exc:
             problem = (f"network: shared: slirp4netns ({slirp}) cannot give runs a network "
@@ -91,15 +91,14 @@ def _sandbox_problem(bwrap: str | None, user: RunUser,
     return probe(bwrap, user, network), None
 
 
-def _network_problem(bwrap: str, slirp: str | None,
-                     user: RunUser) -> tuple[str | None, str | None]:
+def _network_problem(slirp: str | None, user: RunUser) -> tuple[str | None, str | None]:
     """Why runs cannot have a network of their own here (network: shared) and its fix."""
     if slirp is None:
         return sandbox.NO_SLIRP, sandbox.NO_SLIRP_FIX
     tun = hostcheck.tun_device(user)
     if not tun.ok:
         return f"network: shared: {tun.problem}", tun.fix
-    problem = probe_network(bwrap, slirp, user)
+    problem = probe_network(slirp, user)
     return problem, (sandbox.SLIRP_FAILED_FIX if problem else None)
 
 
@@ -115,8 +114,7 @@ def resolve_sandbox(config: LocalConfig, helpers: dict[str, str | None],
     problem, fix = _sandbox_problem(bwrap, user, config.network)
     slirp = helpers.get("slirp4netns") if config.network == "shared" else None
     if not problem and config.network == "shared":
-        assert bwrap is not None
-        problem, fix = _network_problem(bwrap, slirp, user)
+        problem, fix = _network_problem(slirp, user)
     roots = tuple(python_roots(config.python))
     state_dir = os.path.dirname(os.path.abspath(root))
     if not problem and (wide := holding(roots, state_dir)) is not None:

@@ -16,10 +16,14 @@ TCP/IP stack that makes the run's connections from the host as ordinary sockets.
   (`--ready-fd`). The supervisor keeps a write end of it too, so a slirp4netns that
   ends before it is ready never releases the command: the supervisor kills the run and
   says why in its log;
-- a gang's ranks share one namespace (`gangspace`): a holder process (bubblewrap, as the
-  run user, in a user and network namespace of its own, blocked before it execs
-  anything) keeps it, the gang's thread enters it, slirp4netns joins it, and the ranks'
-  bubblewrap keeps it (`--share-net`).
+- a gang's ranks share one namespace (`gangspace`): a holder process (`sleep`, as the
+  run user, in a user and network namespace it made before it exec'd) keeps it, the
+  gang's thread enters it, slirp4netns joins it, and the ranks' bubblewrap keeps it
+  (`--share-net`);
+- slirp4netns opens /dev/net/tun by its path, inside the run's user namespace, where the
+  run user may not open the host's node (`crw------- root` without a udev rule): a root
+  reconciler gives it a node of the run user's own in a mount namespace of slirp4netns'
+  own (`own_tun_device`).
 
 slirp4netns is the absolute path resolved when the backend started, like bubblewrap.
 """
@@ -28,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import json
 import os
 import select
 import stat
@@ -43,6 +46,7 @@ from nodus_gitops.providers.local.runuser import RunUser
 TAP = "tap0"
 TUN = "/dev/net/tun"
 TUN_STAGE = "/mnt"  # where the run user's node is made, in slirp4netns' own mount namespace
+SLEEP = "/bin/sleep"  # what a gang's namespace holder runs (coreutils, /bin on every Debian)
 MTU = "65520"
 READY_SECONDS = 30.0  # for the probe and a gang's network; a run's own never blocks
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -55,23 +59,6 @@ def slirp_argv(slirp: str, pid: int, ready_fd: int, exit_fd: int) -> list[str]:
     return [slirp, "--configure", f"--mtu={MTU}", "--disable-host-loopback",
             "--enable-sandbox", "--enable-seccomp", f"--userns-path=/proc/{pid}/ns/user",
             f"--ready-fd={ready_fd}", f"--exit-fd={exit_fd}", str(pid), TAP]
-
-
-def read_child_pid(fd: int, timeout: float = READY_SECONDS) -> int | None:
-    """The `child-pid` bubblewrap writes on its --info-fd (None: it ended without one)."""
-    buf = b""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            return None
-        data = os.read(fd, 4096)
-        buf += data
-        try:
-            return int(json.loads(buf)["child-pid"])
-        except (ValueError, KeyError):
-            if not data:
-                return None
 
 
 @dataclass
@@ -232,59 +219,48 @@ def _ended_early(slirp: Slirp) -> str:
 
 @dataclass
 class Holder:
-    """A process that holds a gang's user and network namespaces (bubblewrap blocked on
-    a pipe before it execs anything), and the slirp4netns joined to them."""
+    """A process that holds a gang's user and network namespaces (it made them before it
+    exec'd `sleep`, `child._own_user_net`), and the slirp4netns joined to them."""
 
     proc: subprocess.Popen
-    block_fd: int  # our write end: closing it lets the holder end
-    pid: int  # its namespace's process
     slirp: Slirp | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
 
     def stop(self) -> None:
         if self.slirp is not None:
             self.slirp.stop()
-        with contextlib.suppress(OSError):
-            os.close(self.block_fd)
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
         self.proc.wait()
 
 
-def hold_network(bwrap: str, slirp: str, user: RunUser) -> Holder:
+def hold_network(slirp: str, user: RunUser) -> Holder:
     """A network namespace with slirp4netns ready on it, kept by a holder; raises
-    OSError saying why not."""
-    info_r, info_w = os.pipe2(os.O_CLOEXEC)
-    block_r, block_w = os.pipe2(os.O_CLOEXEC)
+    OSError saying why not. The holder makes its namespaces (the run user root in its
+    user namespace, as slirp4netns' sandbox needs, and the loopback up) before it execs,
+    so they are whole once Popen returns. (A holder that was bubblewrap reported its pid
+    before it had set its loopback up; slirp4netns configuring the tap meanwhile made
+    bubblewrap fail, now and then: "loopback: Failed RTM_NEWADDR".)"""
     try:
         proc = subprocess.Popen(
-            # root of its user namespace: slirp4netns' sandbox needs a uid 0 there
-            [bwrap, "--unshare-user", "--unshare-net", "--uid", "0", "--gid", "0",
-             "--die-with-parent",
-             "--ro-bind", "/usr", "/usr", "--info-fd", str(info_w), "--block-fd", str(block_r),
-             "--", "/usr/bin/true"],
-            env={}, cwd="/", stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, pass_fds=(info_w, block_r), start_new_session=True,
-            preexec_fn=child.make_preexec(user=user, own_domain=False))
-    except BaseException:
-        os.close(block_w)
-        raise
-    finally:
-        os.close(info_w)
-        os.close(block_r)
-    try:
-        pid = read_child_pid(info_r)
-    finally:
-        os.close(info_r)
-    holder = Holder(proc, block_w, pid or 0)
-    if pid is None:
+            [SLEEP, "infinity"], env={}, cwd="/", stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True,
+            preexec_fn=child.make_preexec(user=user, own_domain=False, own_net=True))
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise OSError(f"cannot make the gang's network namespace: {exc}") from None
+    holder = Holder(proc)
+    if proc.poll() is not None:  # the preexec failed: it said why on stderr
         holder.stop()
         said = (proc.stderr.read().decode(errors="replace").strip().splitlines()  # type: ignore[union-attr]
                 or ["no message"])[-1]
-        raise OSError(f"bubblewrap could not make the gang's network namespace: {said}")
+        raise OSError(f"cannot make the gang's network namespace: {said}")
     proc.stderr.close()  # type: ignore[union-attr]
     ready_r, ready_w = os.pipe2(os.O_CLOEXEC)
     try:
-        holder.slirp = start(slirp, pid, user, ready_w)
+        holder.slirp = start(slirp, proc.pid, user, ready_w)
         os.close(ready_w)
         ready_w = -1
         problem = wait_ready(ready_r, holder.slirp)

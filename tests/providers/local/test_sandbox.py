@@ -206,7 +206,11 @@ def test_where_bubblewrap_cannot_work_jobs_fail_with_the_fix(local_factory, tmp_
     done = local.wait(k)
     assert (done.phase, done.reason) == ("Failed", "SandboxUnavailable")
     assert words in done.message
-    assert done.fix == FIXES["SandboxUnavailable"] and "sandbox: none" in done.fix
+    if machine == "no bubblewrap":  # the cause is known: its own fix, the install first
+        assert done.fix.startswith("install bubblewrap (apt-get install bubblewrap")
+    else:
+        assert done.fix == FIXES["SandboxUnavailable"]
+    assert "sandbox: none" in done.fix
     assert local.log(k) == ""  # nothing ran
 
 
