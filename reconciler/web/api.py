@@ -31,7 +31,7 @@ from nodus_gitops.state.records import (
     SyncRecord,
 )
 from nodus_gitops.web import logs, overview_queries, queries, search
-from nodus_gitops.web.html import with_query
+from nodus_gitops.web.html import path, with_query
 from nodus_gitops.web.redact import (
     configured_secrets,
     mask,
@@ -159,10 +159,25 @@ def budget_object(store: Any, budget: Budget | None) -> dict[str, Any] | None:
             "spentUSD": usd(spent), "leftUSD": usd(budget.limit_usd - spent)}
 
 
+def failures_object(f: overview_queries.Failures | None) -> dict[str, Any] | None:
+    """Why the binding's resources failed (null when none did): their commonest reason,
+    one resource with it and its message and fix as recorded, and whose problem the
+    reason is (`host`: the host that runs the backend, not the manifests)."""
+    if f is None:
+        return None
+    key = f.resource
+    return {"failed": f.failed, "reason": f.reason, "count": f.count, "cause": f.cause.value,
+            "otherReasons": [{"reason": r, "count": n} for r, n in f.others],
+            "resource": {"kind": key.kind, "project": key.project, "name": key.name,
+                         "url": path("resources", key.kind, key.project, key.name)},
+            "provider": f.provider, "message": f.message, "fix": f.fix}
+
+
 def binding_object(service: Service, record: BindingRecord | None, binding_id: str,
                    counts: dict[str, int], cost: Any,
                    last: SyncRecord | None, *, head_sync: SyncRecord | None = None,
-                   live: dict[str, int] | None = None) -> dict[str, Any]:
+                   live: dict[str, int] | None = None,
+                   failures: overview_queries.Failures | None = None) -> dict[str, Any]:
     sync = service.syncs.get(binding_id)
     url = record.url if record else (sync.binding.url if sync else None)
     shown_url = url_without_userinfo(url) if url else None
@@ -174,7 +189,8 @@ def binding_object(service: Service, record: BindingRecord | None, binding_id: s
     head_info, applied_info = overview_queries.COMMITS.read_many([(source, head),
                                                                   (source, applied)])
     budget = budget_object(service.store, sync.binding.budget if sync else None)
-    # Commit messages and sync messages are written by people and tools: masked too.
+    # Commit messages, sync messages and backends' messages are written by people and
+    # tools: masked too (whole: a page that shortens one masks it first).
     return mask({
         "id": binding_id,
         "url": shown_url,
@@ -198,6 +214,7 @@ def binding_object(service: Service, record: BindingRecord | None, binding_id: s
                      "finishedAt": _iso(head_sync.finished_at)} if head_sync else None,
         "health": rolled.status.value,
         "healthReason": rolled.reason,
+        "failures": failures_object(failures),
         "headCommit": commit_object(shown_url, head, head_info),
         "appliedCommit": commit_object(shown_url, applied, applied_info),
         "spendUSD": usd(Decimal(str(cost))),  # every resource's cost recorded, deleted too
@@ -208,7 +225,8 @@ def binding_object(service: Service, record: BindingRecord | None, binding_id: s
 
 def repos(service: Service) -> list[dict[str, Any]]:
     """Every binding where it stands: a fixed number of queries, whatever the inventory's
-    size (one grouped scan of the inventory, one lookup of the head commits' syncs)."""
+    size (one grouped scan of the inventory, one lookup of the head commits' syncs), and
+    the failed resources' rows (by the phase's index) to say why they failed."""
     store = service.store
     records = {b.id: b for b in store.list_bindings()}
     totals = queries.totals(store)
@@ -216,9 +234,13 @@ def repos(service: Service) -> list[dict[str, Any]]:
     costs = totals.cost_by_binding()
     heads = {b: records[b].last_seen_commit if b in records else None for b in service.syncs}
     head_syncs = overview_queries.head_syncs(store, heads)
+    failed = any(n for phases in live.values() for phase, n in phases.items()
+                 if phase in overview_queries.FAILED_PHASES)
+    failures = overview_queries.failures(store) if failed else {}
     return [binding_object(service, records.get(b), b, counts.get(b, {}),
                            costs.get(b, Decimal(0)), store.last_sync(b),
-                           head_sync=head_syncs.get(b), live=live.get(b, {}))
+                           head_sync=head_syncs.get(b), live=live.get(b, {}),
+                           failures=failures.get(b))
             for b in service.syncs]
 
 

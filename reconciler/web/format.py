@@ -61,6 +61,19 @@ def when(value: str | datetime | None) -> Safe:
     return tag("time", text, datetime=moment.isoformat())
 
 
+def one_line(text: str, limit: int) -> str:
+    """`text` as one line (each run of spaces and line breaks one space), cut after the
+    last whole word within `limit` characters with "…" when it is longer. Mask before
+    cutting: a secret cut in two no longer matches what the masker looks for."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit]
+    if flat[limit] != " " and (space := cut.rfind(" ")) >= limit // 2:
+        cut = cut[:space]  # not inside a word, unless that word is most of the line
+    return cut.rstrip(" ,;:") + "…"
+
+
 def commit_link(repo_url: str | None, sha: str | None) -> Safe:
     if not sha:
         return esc("-")

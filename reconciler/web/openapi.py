@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from nodus_gitops.floor.results import SyncResult
-from nodus_gitops.web.overview_queries import Health, SyncStatus
+from nodus_gitops.web.overview_queries import Cause, Health, SyncStatus
 from nodus_gitops.web.queries import MAX_PAGE_SIZE, PAGE_SIZE, SORT_KEYS
 
 
@@ -78,6 +78,7 @@ SCHEMAS: dict[str, Any] = {
                    "(Queued, Provisioning, Running, Recovering, Suspending, Cancelling), "
                    "Suspended, Healthy (Succeeded, Cancelled); Missing when there are none"},
         "healthReason": {"type": "string", "description": "the phases that decided it"},
+        "failures": {"oneOf": [_ref("Failures"), {"type": "null"}]},
         "headCommit": {"oneOf": [_ref("Commit"), {"type": "null"}]},
         "appliedCommit": {"oneOf": [_ref("Commit"), {"type": "null"}]},
         "spendUSD": {"type": "string", "description": "the cost recorded of every resource "
@@ -89,6 +90,33 @@ SCHEMAS: dict[str, Any] = {
                        "spentUSD": {"type": "string"}, "leftUSD": {"type": "string"}}},
         "budgetLeftUSD": {"type": ["string", "null"], "description": "budget.leftUSD: "
                           "negative past the limit; null when no budget is configured"}}},
+    "Failures": {
+        "type": "object", "required": ["failed", "reason", "count", "cause", "resource"],
+        "description": "why the binding's live resources in a failed phase (Failed, "
+        "CreateFailed) failed, as their records say; null when none did",
+        "properties": {
+            "failed": {"type": "integer", "description": "how many failed"},
+            "reason": {"type": ["string", "null"], "description": "their commonest reason "
+                       "(a resource's own before StageFailed and CellsFailed, which point "
+                       "at its children); null: the backend recorded none"},
+            "count": {"type": "integer", "description": "how many of them have it"},
+            "cause": {"enum": [c.value for c in Cause], "description": "whose problem the "
+                      "reason is: host (the host that runs the backend cannot run anything, "
+                      "as SandboxUnavailable; not the manifests), backend (the backend could "
+                      "not give or refused what the resource asks: its set-up or the "
+                      "manifest), resource (the resource's own run)"},
+            "otherReasons": {"type": "array", "items": {
+                "type": "object", "properties": {"reason": _NULLABLE_STR,
+                                                 "count": {"type": "integer"}}}},
+            "resource": {"type": "object", "description": "the first recorded of those with "
+                         "the reason, and its page", "properties": {
+                             "kind": {"type": "string"}, "project": {"type": "string"},
+                             "name": {"type": "string"}, "url": {"type": "string"}}},
+            "provider": _NULLABLE_STR,
+            "message": {"type": ["string", "null"], "description": "its message, else its "
+                        "latest warning event's; masked"},
+            "fix": {"type": ["string", "null"], "description": "the fix its backend "
+                    "recorded"}}},
     "Commit": {"type": "object", "required": ["sha"], "properties": {
         "sha": {"type": "string"},
         "message": {"type": ["string", "null"], "description": "its first line; null when "

@@ -2,13 +2,15 @@
 list does, each value derived from what the store and the Git mirror hold:
 
 - its sync status, from the head commit's own latest sync (`sync_status`);
-- its health, rolled up from its resources' phases (`health`);
+- its health, rolled up from its resources' phases (`health`), and why it is Degraded:
+  the commonest reason among its failed resources, with one of them (`failures`);
 - its head and applied commits as Git has them (`CommitReader`);
 - what its project spent of its budget this period (`budget_spent`).
 
 Every store read is one SQL aggregate or one indexed lookup per page, never the whole
 inventory loaded; the phase counts and spend come from `queries.totals`, the one grouped
-scan the Overview, its health and /metrics share.
+scan the Overview, its health and /metrics share; the failures read only the failed
+resources' rows, found by the phase's index.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from typing import Any
 
 from nodus_gitops.floor.budgets import Budget, period_start
 from nodus_gitops.floor.errors import SourceError
-from nodus_gitops.floor.phases import Phase
+from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.phases import Phase, Reason
 from nodus_gitops.floor.results import SyncResult
 from nodus_gitops.source import CommitInfo, GitSource
-from nodus_gitops.state.models import InventoryItem, Sync
+from nodus_gitops.state.models import EventType, InventoryItem, Sync
 from nodus_gitops.state.records import SyncRecord
 from nodus_gitops.state.store import Store
 from sqlalchemy import Numeric, Table, and_, cast, false, func, or_, select
@@ -150,6 +153,108 @@ def health(phases: Mapping[str, int]) -> HealthState:
     worst = next(h for h in _WORST_FIRST if h in by_health)
     noun = "resource" if total == 1 else "resources"
     return HealthState(worst, f"{', '.join(by_health[worst])} of {total} {noun}")
+
+
+# -- why it is degraded ------------------------------------------------------------------
+
+
+class Cause(StrEnum):
+    """Whose problem a failure reason is, as far as the reason alone tells."""
+
+    HOST = "host"  # the host that runs the backend cannot run anything: not the manifests
+    BACKEND = "backend"  # the backend could not give or refused what the resource asks for
+    RESOURCE = "resource"  # the resource's own run: its command, its limits, its children
+
+
+# Reasons of the floor's (floor.phases.Reason) that are not the resource's own doing.
+# SandboxUnavailable: the local backend's host cannot contain runs (bubblewrap, user
+# namespaces, slirp4netns), whatever the manifest says. The others are the backend's
+# answer to what the manifest asks for: its set-up (images, storage, capacity, quota) is
+# as likely the cause as the manifest (an image it does not map, a GPU it does not have).
+REASON_CAUSE: dict[str, Cause] = {
+    Reason.SANDBOX_UNAVAILABLE: Cause.HOST,
+    Reason.IMAGE_PULL_FAILED: Cause.BACKEND, Reason.STORAGE_UNAVAILABLE: Cause.BACKEND,
+    Reason.CAPACITY_UNAVAILABLE: Cause.BACKEND, Reason.CREATE_FAILED: Cause.BACKEND,
+}
+# Reasons that only point at other resources (a Pipeline's stages, a Sweep's cells): a
+# resource's own reason, when there is one, says more.
+ROLL_UPS = frozenset({Reason.STAGE_FAILED, Reason.CELLS_FAILED})
+FAILED_PHASES = tuple(p for p, h in PHASE_HEALTH.items() if h is Health.DEGRADED)
+_CAUSE_ORDER = (Cause.HOST, Cause.BACKEND, Cause.RESOURCE)
+
+
+def cause_of(reason: str | None) -> Cause:
+    return REASON_CAUSE.get(reason or "", Cause.RESOURCE)
+
+
+@dataclass(frozen=True)
+class Failures:
+    """Why one binding is Degraded, from its live resources in a failed phase."""
+
+    failed: int  # how many
+    reason: str | None  # their commonest reason (None: their backend recorded none)
+    count: int  # how many of them have it
+    others: tuple[tuple[str | None, int], ...]  # the other reasons, commonest first
+    resource: ResourceKey  # one with `reason`: the first recorded
+    provider: str | None  # its backend
+    message: str | None  # its message, else its latest warning event's; None if neither
+    fix: str | None  # the fix its backend recorded
+    cause: Cause
+
+
+def _rank(item: tuple[str | None, tuple[int, int]]) -> tuple[int, int, int, str]:
+    """Commonest first among the resources' own reasons; a roll-up only when none has
+    one, and no reason at all last; a tie goes to the host, then the backend, then by
+    name."""
+    reason, (n, _first) = item
+    own = 2 if reason is None else 1 if reason in ROLL_UPS else 0
+    return own, -n, _CAUSE_ORDER.index(cause_of(reason)), reason or ""
+
+
+def failures(store: Store) -> dict[str, Failures]:
+    """binding -> why its failed resources failed, for the bindings that have any.
+
+    One grouped query over the failed resources (found by the phase's index, so the
+    rows of the rest are never read), one lookup of the chosen resources by id, and for
+    a chosen resource that recorded no message, its latest warning event."""
+    # The failed ids from the phase's index alone, then those rows by id: asked in one
+    # WHERE, SQLite would rather walk the rollup index over every resource to group by
+    # binding, fetching rows as it goes.
+    failed_ids = select(_R.c.id).where(_R.c.phase.in_([str(p) for p in FAILED_PHASES]))
+    grouped = (select(_R.c.binding_id, _R.c.reason, func.count(), func.min(_R.c.id))
+               .where(_R.c.id.in_(failed_ids.scalar_subquery()), _R.c.deleted == false())
+               .group_by(_R.c.binding_id, _R.c.reason))
+    with store._engine.connect() as conn:
+        by_binding: dict[str, dict[str | None, tuple[int, int]]] = {}
+        for binding, reason, n, first in conn.execute(grouped):
+            by_binding.setdefault(binding, {})[reason] = (int(n), int(first))
+        if not by_binding:
+            return {}
+        chosen = {b: min(reasons.items(), key=_rank) for b, reasons in by_binding.items()}
+        ids = [first for _reason, (_n, first) in chosen.values()]
+        rows = {row.id: row for row in conn.execute(
+            select(_R.c.id, _R.c.kind, _R.c.project, _R.c.name, _R.c.provider,
+                   _R.c.message, _R.c.fix).where(_R.c.id.in_(ids)))}
+    out = {}
+    for binding, (reason, (n, first)) in sorted(chosen.items()):
+        row = rows[first]
+        key = ResourceKey(row.kind, row.project, row.name)
+        others = sorted(((r, c) for r, (c, _f) in by_binding[binding].items() if r != reason),
+                        key=lambda rc: (-rc[1], rc[0] or "~"))
+        out[binding] = Failures(
+            failed=sum(c for c, _f in by_binding[binding].values()), reason=reason,
+            count=n, others=tuple(others), resource=key, provider=row.provider,
+            message=row.message or _warning(store, key), fix=row.fix or None,
+            cause=cause_of(reason))
+    return out
+
+
+def _warning(store: Store, key: ResourceKey) -> str | None:
+    """The message of `key`'s latest warning event, if it has one."""
+    for event in store.list_events(key, limit=20):
+        if event.type == EventType.WARNING and event.message:
+            return event.message
+    return None
 
 
 # -- spend and budgets -------------------------------------------------------------------

@@ -9,10 +9,18 @@ from typing import TYPE_CHECKING, Any
 from nodus_gitops.floor.redaction import url_without_userinfo
 from nodus_gitops.output import age, money, progress
 from nodus_gitops.web import api, queries, search
-from nodus_gitops.web.format import commit_link, now_text, pager_links, result_badge, when
+from nodus_gitops.web.format import (
+    commit_link,
+    now_text,
+    one_line,
+    pager_links,
+    result_badge,
+    when,
+)
 from nodus_gitops.web.html import (
     Safe,
     definition_list,
+    esc,
     layout,
     path,
     phase_badge,
@@ -67,17 +75,69 @@ def _budget(b: dict[str, Any]) -> Safe:
                class_="bad" if over else None, data_field="budget")
 
 
-def _status(b: dict[str, Any]) -> list[tuple[str, Safe]]:
-    """The sync status and the health: each a word, and beside it why."""
+def _label(word: str, hint: str) -> Safe:
+    """A card's label, with what it answers under it."""
+    return Safe(esc(word) + " " + tag("small", hint, class_="hint"))
+
+
+def _status(b: dict[str, Any]) -> list[tuple[Safe, Safe]]:
+    """The sync status and the health, each labelled with what it answers (as Argo CD
+    puts "Sync" and "Health" beside each: Synced and Degraded at once is no
+    contradiction), each a word, and beside it why."""
     sync, health = b["syncStatus"], b["health"]
-    return [
-        ("Sync status", tag("span", tag("strong", sync, class_=f"sync-status sync-{sync.lower()}",
-                                        data_field="syncStatus"),
-                            " — ", tag("span", b["syncReason"], data_field="syncReason"))),
-        ("Health", tag("span", tag("strong", health, class_=f"health health-{health.lower()}",
-                                   data_field="health"),
-                       " — ", tag("span", b["healthReason"], data_field="healthReason"))),
+    rows = [
+        (_label("Sync", "Git's head commit applied?"),
+         tag("span", tag("strong", sync, class_=f"sync-status sync-{sync.lower()}",
+                         data_field="syncStatus"),
+             " — ", tag("span", b["syncReason"], data_field="syncReason"))),
+        (_label("Health", "how its resources ran"),
+         tag("span", tag("strong", health, class_=f"health health-{health.lower()}",
+                         data_field="health"),
+             " — ", tag("span", b["healthReason"], data_field="healthReason"))),
     ]
+    if b["failures"] is not None:
+        rows.append((_label("Why", "its failed resources"), _failures(b["failures"])))
+    return rows
+
+
+MESSAGE_CHARS = 200  # a failure's message on a card: one line; its page has the rest
+FIX_CHARS = 300
+# What the card says of a reason that is not the resource's own doing (Cause).
+_CAUSE_WORDS = {
+    "host": "A problem of the host that runs the {backend}, not of the manifests.",
+    "backend": "Reported by the {backend}: its set-up (images, storage, capacity, quota) "
+               "may be the cause as much as the manifest.",
+}
+
+
+def _failures(f: dict[str, Any]) -> Safe:
+    """Why the binding's resources failed: the commonest reason with how many have it,
+    one's message on one line and a link to it; whose problem it is when it is not the
+    resource's own; the fix its backend recorded; the other reasons with their counts.
+    Each text as the store holds it (masked by the API, escaped here), never a default."""
+    reason = f["reason"] or "no reason recorded"
+    head = (f"{f['failed']} Failed: {reason}" if f["count"] == f["failed"]
+            else f"{f['failed']} Failed, {f['count']} of them {reason}")
+    r = f["resource"]
+    line: list[Any] = [tag("strong", head, class_="failure-reason")]
+    if f["message"]:
+        shown = one_line(f["message"], MESSAGE_CHARS)
+        line += [" — ", tag("span", shown, class_="failure-message",
+                            title=f["message"][:1000] if shown.endswith("…") else None)]
+    line += ["; see ", tag("a", f"{r['kind'].lower()}/{r['name']}", href=r["url"])]
+    parts = [tag("p", *line)]
+    if (cause := _CAUSE_WORDS.get(f["cause"])) is not None:
+        backend = f"{f['provider']} backend" if f["provider"] else "backend"
+        parts.append(tag("p", cause.format(backend=backend),
+                         class_=f"failure-cause cause-{f['cause']}"))
+    if f["fix"]:
+        parts.append(tag("p", tag("strong", "Fix:"), " ", one_line(f["fix"], FIX_CHARS),
+                         class_="failure-fix"))
+    if f["otherReasons"]:
+        others = ", ".join(f"{o['count']} {o['reason'] or 'with no reason recorded'}"
+                           for o in f["otherReasons"])
+        parts.append(tag("p", f"also {others}", class_="muted"))
+    return tag("div", *parts, class_="failures", data_field="failures")
 
 
 def overview_card(b: dict[str, Any]) -> Safe:

@@ -123,3 +123,33 @@ def test_cards_and_search_results_follow_the_store_without_reload(
     expect(site_page.locator('tr[data-key="Job/ml/arrived"]')).to_be_visible(timeout=8000)
     expect(site_page.locator("[data-field=total]")).to_contain_text("3 resources")
     assert site_page.evaluate("window.__notReloaded") is True
+
+
+def test_a_degraded_card_says_why_and_links_to_a_failed_resource(
+        fresh_site: tuple[str, Seeded], site_page: Any) -> None:
+    """The fresh machine's case: the head applied (Synced), every Job failed with
+    SandboxUnavailable (Degraded). The card says why, whose problem it is, the fix, and
+    links to one of them; the hostile message stays text."""
+    from tests.web.test_overview_failures import HOSTILE_MESSAGE, SLIRP_FIX, fail_on_this_host
+
+    url, s = fresh_site
+    s.store.record_poll("ml-team", SHA1, None)  # the applied commit is the head: Synced
+    fail_on_this_host(s)
+    site_page.goto(url + "/")
+    ml = site_page.locator('section[data-binding="ml-team"]')
+    expect(ml.locator('[data-field="syncStatus"]')).to_have_text("Synced")
+    expect(ml.locator('[data-field="health"]')).to_have_text("Degraded")
+    expect(ml.locator("dt").first).to_have_text("Sync Git's head commit applied?")
+    why = ml.locator('[data-field="failures"]')
+    expect(why).to_contain_text("5 Failed, 3 of them SandboxUnavailable — " + HOSTILE_MESSAGE)
+    expect(why).to_contain_text("A problem of the host that runs the local backend, "
+                                "not of the manifests.")
+    expect(why).to_contain_text("Fix: " + SLIRP_FIX)
+    assert site_page.locator("main script, main img").count() == 0
+    expect(why.locator("a")).to_have_count(1)  # the Markdown in the message is no link
+    ARTIFACTS.mkdir(exist_ok=True)
+    site_page.screenshot(path=str(ARTIFACTS / "overview-failure.png"), full_page=True)
+    ml.screenshot(path=str(ARTIFACTS / "overview-failure-card.png"))
+    why.get_by_role("link", name="job/sandboxed-0").click()
+    site_page.wait_for_url(f"**/resources/Job/{PROJECT}/sandboxed-0")
+    expect(site_page.locator('[data-field="reason"]').first).to_have_text("SandboxUnavailable")
