@@ -264,6 +264,21 @@ def build_parser() -> argparse.ArgumentParser:
     _server_option(p)
     p.set_defaults(func="cmd_sync")
 
+    p = _subcommand(sub, "doctor", "check that this machine and the config can run Jobs",
+                    "Check what the configured backends, the state store and the Git remotes\n"
+                    "need, a line each: ok, note (it works, with a caveat) or FAIL, what was\n"
+                    "seen, and under a failure the fix. The local backend's verdict is the one\n"
+                    "it reaches at start-up. Only reads: no state is made or migrated. Exit 0\n"
+                    "when nothing failed, 1 otherwise.",
+                    "  nodus-gitops doctor\n"
+                    "  nodus-gitops doctor --repo . --path examples-repo\n"
+                    "  nodus-gitops doctor --config config.yaml -o json")
+    _repo_options(p)
+    _state_options(p)
+    p.add_argument("-o", "--output", choices=["text", "json"], default="text",
+                   help="text: a line a check, the fix under a failure; json: {ok, checks}")
+    p.set_defaults(func="cmd_doctor")
+
     p = _subcommand(sub, "crds", "print CustomResourceDefinitions for Job, Pipeline and "
                     "Sweep, generated from the schemas (pipe to kubectl apply -f -)",
                     "Print CustomResourceDefinitions for Job, Pipeline and Sweep, generated\n"

@@ -736,6 +736,13 @@ def state_names(args: argparse.Namespace, kind: str) -> list[str]:
     return sorted({r.key.name for r in records if not r.deleted})
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """Every check of this machine and the config, a line each (doctor.py)."""
+    from nodus_gitops.doctor import run
+
+    return run(args, lambda: settings_from(args))
+
+
 def cmd_completion(args: argparse.Namespace) -> int:
     from nodus_gitops.completion import script
 

@@ -24,7 +24,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
              "plan_report")),
     ("root", ("wiring", "backends")),
     ("entry", ("cli", "commands", "job_views", "locations", "completion", "cli_reference",
-               "remote", "remote_copy", "progress", "__main__", "__init__")),
+               "remote", "remote_copy", "progress", "doctor", "__main__", "__init__")),
 )
 RANK = {name: rank for rank, (_layer, names) in enumerate(LAYERS) for name in names}
 LAYER_OF = {name: layer for layer, names in LAYERS for name in names}
