@@ -29,6 +29,10 @@ if ! (exec 3<>/dev/tcp/127.0.0.1/5432) 2>/dev/null; then
   fi
 fi
 
+# The quick start's main job as a new user runs it, on this host as it is: every example
+# to Succeeded, or the run stops here with what failed (it makes .venv with the package).
+bash scripts/quickstart.sh --check
+
 python3 -m venv .venv
 . .venv/bin/activate
 python -m pip install -q --upgrade pip
