@@ -8,6 +8,7 @@ plan's estimate and Sweep reports work the same way on a laptop as on the platfo
 
 from __future__ import annotations
 
+import ipaddress
 import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -120,6 +121,11 @@ class LocalConfig:
         mkfs.ext4, else measures its files every few seconds ("polled"); "filesystem"
         requires the former, "polled" always measures.
     git_ca_bundle: a CA bundle (PEM) trusted by source.git fetches, besides the system's.
+    source_hosts: hosts (names or addresses, as repo URLs write them) on a private network
+        (RFC 1918, 100.64/10, fc00::/7, ...) that source.git may fetch from, such as a Git
+        host on the LAN; loopback, link-local and unspecified addresses never.
+    source_deny_networks: networks (CIDR) source.git never fetches from, whatever
+        source_hosts says.
     use_cgroups: None uses the cgroup v1 memory controller for resources.memory when it
         is writable, else RLIMIT_AS; False always uses RLIMIT_AS; True requires cgroups.
     poll_seconds: how often a supervisor looks at its control file without a signal.
@@ -147,6 +153,8 @@ class LocalConfig:
     min_free_bytes: int | str = 1 << 30
     disk_limit: str = "auto"
     git_ca_bundle: str | None = None
+    source_hosts: tuple[str, ...] = ()
+    source_deny_networks: tuple[str, ...] = ()
     use_cgroups: bool | None = None
     poll_seconds: float = 0.1
     prestart_supervisor: bool = True
@@ -175,6 +183,39 @@ class LocalConfig:
         object.__setattr__(self, "pass_env", tuple(self.pass_env))
         if self.max_log_bytes < 2:  # type: ignore[operator]
             raise ValueError("maxLogBytes: keep at least 2 bytes (a head and a tail)")
+        object.__setattr__(self, "source_hosts", _source_hosts(self.source_hosts))
+        object.__setattr__(self, "source_deny_networks",
+                           _deny_networks(self.source_deny_networks))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _source_hosts(hosts: Any) -> tuple[str, ...]:
+    """sourceHosts, canonical (lower case, no final dot, addresses in their usual form)."""
+    if isinstance(hosts, str) or not all(isinstance(h, str) and h.strip(". ") for h in hosts):
+        raise ValueError(f"sourceHosts: {hosts!r} is not a list of host names or addresses")
+    canonical = []
+    for host in hosts:
+        host = host.strip().lower().rstrip(".")
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            canonical.append(host)
+            continue
+        if (address.is_loopback or address.is_link_local or address.is_unspecified
+                or address.is_multicast):
+            raise ValueError(f"sourceHosts: {host} is a loopback, link-local, unspecified or "
+                             "multicast address: source.git never fetches from one")
+        canonical.append(str(address))
+    return tuple(canonical)
+
+
+def _deny_networks(networks: Any) -> tuple[str, ...]:
+    """sourceDenyNetworks as networks (an address with host bits set names its network)."""
+    if isinstance(networks, str) or not all(isinstance(n, str) for n in networks):
+        raise ValueError(f"sourceDenyNetworks: {networks!r} is not a list of networks (CIDR)")
+    try:
+        return tuple(str(ipaddress.ip_network(n.strip(), strict=False)) for n in networks)
+    except ValueError as exc:
+        raise ValueError(f"sourceDenyNetworks: {exc}") from None

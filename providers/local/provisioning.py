@@ -5,6 +5,7 @@ will run. Problems become `ProvisionError(reason, message)`; notes become events
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -19,6 +20,7 @@ from nodus_gitops.providers.local.sandbox import Sandbox
 from nodus_gitops.providers.local.spec import JobSpec
 
 Emit = Callable[[str, str, bool], None]  # (reason, message, warning)
+log = logging.getLogger("nodus_gitops.local")
 
 
 class ProvisionError(Exception):
@@ -49,15 +51,36 @@ def image_bin(spec: JobSpec, settings: dict[str, Any], first: bool, emit: Emit) 
     return path
 
 
+UNREACHABLE_FIX = ("check the repository's URL and that its host serves https to this machine; "
+                   "a host on a private network must be named in the local backend's "
+                   "sourceHosts (the reconciler's log says why this fetch failed)")
+
+NO_FETCH_NETWORK_FIX = ("run nodus-gitops doctor to see what this host lacks for slirp4netns, "
+                        "through which source.git fetches go out; or set sandbox: none in the "
+                        "local backend's config on a trusted machine")
+
+
 def _fetch_source(spec: JobSpec, run: RunDir, settings: dict[str, Any], sb: Sandbox,
                   st: dict[str, Any], emit: Emit) -> None:
+    """Fetch source.git; a failure of the network says one line to the Job (no oracle of
+    the host's ports) and its detail to the reconciler's log (the supervisor's)."""
     from nodus_gitops.providers.local import source as git_source  # only Jobs with source.git
 
     assert spec.source is not None
+    helpers = settings["helpers"]
+    rules = git_source.AddressRules.of(settings.get("sourceHosts") or (),
+                                       settings.get("sourceDenyNetworks") or ())
     try:
-        st["source"], skipped = git_source.fetch(spec.source, run.source, sb,
-                                                 settings["helpers"]["git"],
-                                                 settings.get("gitCaBundle"))
+        st["source"], skipped = git_source.fetch(
+            spec.source, run.source, sb, helpers["git"], settings.get("gitCaBundle"),
+            rules=rules, slirp=(sb.slirp or helpers.get("slirp4netns")) if sb.contained else None)
+    except git_source.SourceUnreachable as exc:
+        log.warning("local backend: %s: source.git %s@%s: %s", run.path, spec.source.repo,
+                    spec.source.ref, exc.detail)
+        raise ProvisionError(Reason.STORAGE_UNAVAILABLE, str(exc), UNREACHABLE_FIX) from None
+    except git_source.FetchNetworkUnavailable as exc:
+        raise ProvisionError(Reason.SANDBOX_UNAVAILABLE, f"cannot fetch source.git: {exc}",
+                             NO_FETCH_NETWORK_FIX) from None
     except git_source.SourceFetchError as exc:
         raise ProvisionError(
             Reason.STORAGE_UNAVAILABLE,

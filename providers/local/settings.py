@@ -166,6 +166,8 @@ def resolve(config: LocalConfig, root: Path) -> dict[str, Any]:
         "minFreeBytes": config.min_free_bytes,
         "disk": resolve_disk(config, root, sb.user),
         "gitCaBundle": config.git_ca_bundle,
+        "sourceHosts": list(config.source_hosts),
+        "sourceDenyNetworks": list(config.source_deny_networks),
         "rates": config.to_dict()["rates"],
         "slots": [s.to_dict() for s in slots],
         "locksDir": str(root / ".gpus"),

@@ -4,33 +4,62 @@ directory, within the platform's archive limits.
 
 A repo is only ever a GitHub `owner/name` (fetched from https://github.com) or an
 https:// URL, never a path on this machine, and a ref never starts with `-`. Git runs
-inside the run's sandbox, as the run user, in namespaces of its own with the network
-shared: every call restricts transports to https (`protocol.allow=never`,
-`protocol.https.allow=always`) and puts `--` before its positional arguments. The
-compressed limit is the size of the pack the fetch receives (the commit's objects,
-zlib-compressed, as in a compressed archive): git keeps the pack as one file
-(`fetch.unpackLimit=1`) written under a file-size limit of 100 MiB, so a larger one stops
-as it arrives, on a tmpfs (contained) or the run's disk alike. The archive is unpacked in
-the same sandbox (`untar.py`, tarfile's `data` filter, counting entries and bytes as
-they come), where the checkout is the only writable directory of the host: a server
-can send trees no honest host would, and the filter has had bypasses.
+inside the run's sandbox, as the run user: every call restricts transports to https
+(`protocol.allow=never`, `protocol.https.allow=always`) and puts `--` before its
+positional arguments. The compressed limit is the size of the pack the fetch receives
+(the commit's objects, zlib-compressed, as in a compressed archive): git keeps the pack
+as one file (`fetch.unpackLimit=1`) written under a file-size limit of 100 MiB, so a
+larger one stops as it arrives, on a tmpfs (contained) or the run's disk alike. The
+archive is unpacked in the same sandbox (`untar.py`, tarfile's `data` filter, counting
+entries and bytes as they come), where the checkout is the only writable directory of
+the host: a server can send trees no honest host would, and the filter has had bypasses.
+
+Where the fetch may go is the reconciler's to say, not the manifest's:
+
+- the URL's host is resolved once, here, and every address checked before anything
+  connects (`refusal`): loopback, link-local, unspecified (0/8, ::), multicast and
+  reserved addresses, and those written inside IPv6 (IPv4-mapped, -compatible, NAT64),
+  are always refused; one that is not global (RFC 1918, CGNAT's 100.64/10, fc00::/7,
+  ...) only when the host, as the URL writes it, is in the backend's `sourceHosts`; any
+  address in `sourceDenyNetworks` never. git is then pinned to the addresses checked
+  (`http.curloptResolve`) and follows no redirect (`http.followRedirects=false`), so
+  neither a second resolution (DNS rebinding) nor a server leads it elsewhere;
+- contained, with slirp4netns at hand, git runs in a network namespace of its own joined
+  to the world by slirp4netns with `--disable-host-loopback`, as a run's `network:
+  shared` (`usernet`: bubblewrap holds on `--block-fd` until slirp4netns, started on its
+  pid, is ready), whatever the Job's `network`, and with no name resolution at all (an
+  empty resolv.conf: it connects only where it was pinned); otherwise (`sandbox: none`,
+  no slirp4netns) on the host's network, the rules above still holding;
+- every failure of the network (an address refused, a name that does not resolve, a
+  closed port, TLS, an HTTP error, the time limit) says one line,
+  `cannot fetch URL: unreachable or refused` (`SourceUnreachable`), so that a Job's
+  message tells nothing of what listens where; its detail goes to the reconciler's log.
+  What follows a Git exchange that worked (the ref not found, the limits, an archive
+  refused) says what it is.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import os
 import re
+import select
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
-import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
+from urllib.parse import urlsplit
 
-from nodus_gitops.providers.local import child, procs, sandbox, untar
+from nodus_gitops.providers.local import child, procs, sandbox, untar, usernet
+from nodus_gitops.providers.local.runuser import RunUser
 from nodus_gitops.providers.local.sandbox import Mount, Sandbox
 from nodus_gitops.providers.local.spec import GitSource
 
@@ -46,6 +75,8 @@ CA_MOUNT = "/nodus/.ca-bundle.pem"
 UNTAR_MOUNT = "/nodus/.untar.py"
 CHECKOUT_MOUNT = "/nodus/checkout"
 UNTAR = str(Path(untar.__file__).resolve())
+RESOLV_MOUNT = "/etc/resolv.conf"
+NOT_FOUND = 3  # the fetch script's exit status for a ref the repository does not have
 
 # GitHub owner names: letters, digits and '-', not starting with '-'; repository names
 # also take '.' and '_', but are never '.' or '..'.
@@ -70,7 +101,7 @@ too_large() { [ -n "$(find . -type f -size +$(($LIMIT - 1))c)" ]; }
 GIT=$1 LIMIT=$9
 g init -q --bare .
 if fetch --depth 1 -- "$2" "$3" 2>first-try.err; then
-  c=$(g rev-parse --verify -q 'FETCH_HEAD^{commit}')
+  c=$(g rev-parse --verify -q 'FETCH_HEAD^{commit}') || c=
 else
   too_large && exit 5
   fetch -- "$2" '+refs/heads/*:refs/heads/*' '+refs/tags/*:refs/tags/*' || {
@@ -80,6 +111,7 @@ else
     exit 3
   fi
 fi
+[ -n "$c" ] || { echo "nodus-refused $3 is not a commit" >&2; exit 3; }
 echo "nodus-commit $c" >&2
 mkfifo archive.fifo
 g archive --format=tar -- "$c" > archive.fifo &
@@ -94,6 +126,143 @@ wait "$archiver"
 
 class SourceFetchError(Exception):
     """The repository or ref could not be fetched; the message says which."""
+
+
+class SourceUnreachable(SourceFetchError):
+    """A failure of the network, whatever it was: the message is the one line they all
+    say; `detail` (the address, what git said) is for the reconciler's log only."""
+
+    def __init__(self, url: str, detail: str):
+        super().__init__(f"cannot fetch {url}: unreachable or refused")
+        self.detail = detail
+
+
+class FetchNetworkUnavailable(SourceFetchError):
+    """slirp4netns could not give a contained fetch its network: this host's doing, never
+    the repository's (the message says what it printed)."""
+
+
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+Resolver = Callable[..., Sequence[tuple[Any, ...]]]  # socket.getaddrinfo's shape
+
+# What ipaddress leaves out: 0/8 is "this network" (only 0.0.0.0 is_unspecified), and
+# IPv4 written inside IPv6 other than as mapped (::ffff:a.b.c.d, `ipv4_mapped`).
+_THIS_NETWORK = ipaddress.IPv4Network("0.0.0.0/8")
+_COMPATIBLE = ipaddress.IPv6Network("::/96")  # ::a.b.c.d (deprecated; :: and ::1 aside)
+_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # the well-known NAT64 prefix
+
+
+def canonical_host(host: str) -> str:
+    """A host name or address as sourceHosts and the URL compare it: lower case, no final
+    dot, an address in its usual form."""
+    host = host.strip().lower().rstrip(".")
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return host
+
+
+@dataclass(frozen=True)
+class AddressRules:
+    """The operator's lists: `hosts` (sourceHosts, canonical) may be private addresses;
+    no address in `deny` (sourceDenyNetworks) is ever fetched from."""
+
+    hosts: frozenset[str] = frozenset()
+    deny: tuple[Network, ...] = ()
+
+    @classmethod
+    def of(cls, hosts: Iterable[str] = (), deny: Iterable[str] = ()) -> AddressRules:
+        return cls(frozenset(canonical_host(h) for h in hosts),
+                   tuple(ipaddress.ip_network(n, strict=False) for n in deny))
+
+
+def ipv4_inside(address: Address) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 one stands for (mapped, compatible, NAT64), if any."""
+    if address.version == 4:
+        return None
+    assert isinstance(address, ipaddress.IPv6Address)
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if (address in _COMPATIBLE and int(address) > 1) or address in _NAT64:
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
+def never(address: Address) -> str | None:
+    """What `address` is when no list can allow it (None: a list may)."""
+    for what, test in (("loopback", address.is_loopback), ("link-local", address.is_link_local),
+                       ("multicast", address.is_multicast),
+                       ("unspecified", address.is_unspecified or address in _THIS_NETWORK),
+                       ("reserved", address.is_reserved)):
+        if test:
+            return what
+    return None
+
+
+def refusal(address: Address, host: str, rules: AddressRules) -> str | None:
+    """Why source.git may not connect to `address` for a URL naming `host` (None: it
+    may). An IPv4 address written inside IPv6 is judged as itself."""
+    inner = ipv4_inside(address)
+    judged = inner or address
+    for net in rules.deny:
+        if any(a.version == net.version and a in net for a in (address, judged)):
+            return f"{address} is in sourceDenyNetworks ({net})"
+    what = never(judged)
+    if what is not None:
+        return f"{address} is {'an' if what[0] in 'aeiou' else 'a'} {what} address"
+    private = not judged.is_global or (judged.version == 6 and judged.is_site_local)
+    if private and canonical_host(host) not in rules.hosts:
+        return (f"{address} is a private address and {host} is not in the local backend's "
+                "sourceHosts")
+    return None
+
+
+def checked_addresses(url: str, rules: AddressRules,
+                      getaddrinfo: Resolver = socket.getaddrinfo) -> tuple[str, int, list[str]]:
+    """(host, port, the addresses git may connect to) for `url`, resolved once;
+    SourceUnreachable when none may be."""
+    parts = urlsplit(url)
+    try:
+        host, port = parts.hostname or "", parts.port or 443
+        found = getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError, ValueError) as exc:
+        raise SourceUnreachable(url, f"{parts.netloc} does not resolve: {exc}") from None
+    allowed: list[str] = []
+    refused: list[str] = []
+    for info in found:
+        try:
+            address = ipaddress.ip_address(str(info[4][0]).partition("%")[0])
+        except ValueError:
+            continue
+        why = refusal(address, host, rules)
+        if why:
+            refused.append(why)
+        elif str(address) not in allowed:
+            allowed.append(str(address))
+    if not allowed:
+        raise SourceUnreachable(url, "; ".join(dict.fromkeys(refused)) or
+                                f"{host} has no address")
+    return host, port, allowed
+
+
+def git_settings(host: str, port: int, addresses: list[str],
+                 ca_bundle: str | None) -> dict[str, str]:
+    """git's configuration for one fetch, as GIT_CONFIG_* variables: no redirect, the
+    checked addresses pinned for the URL's host (an address literal needs none)."""
+    pairs = [("http.followRedirects", "false")]
+    if ca_bundle:
+        pairs.append(("http.sslCAInfo", ca_bundle))
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        listed = ",".join(f"[{a}]" if ":" in a else a for a in addresses)
+        for name in dict.fromkeys((host, host.rstrip("."))):
+            pairs.append(("http.curloptResolve", f"{name}:{port}:{listed}"))
+    env = {"GIT_CONFIG_COUNT": str(len(pairs))}
+    for n, (key, value) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"] = key, value
+    return env
 
 
 def repo_url(repo: str) -> str:
@@ -138,23 +307,28 @@ def extract_limited(stream: IO[bytes], dest: Path, *, max_entries: int = MAX_ENT
 
 
 def fetch(source: GitSource, dest: Path, sb: Sandbox, git: str | None,
-          ca_bundle: str | None = None) -> tuple[dict[str, str], int]:
+          ca_bundle: str | None = None, *, rules: AddressRules | None = None,
+          slirp: str | None = None,
+          getaddrinfo: Resolver = socket.getaddrinfo) -> tuple[dict[str, str], int]:
     """Unpack `source` at its resolved commit into `dest`. Returns (status.source, how
-    many entries the data filter left out)."""
+    many entries the data filter left out). `slirp`: slirp4netns, for a contained
+    fetch's network of its own (None: the host's)."""
     url = repo_url(source.repo)
     ref = check_ref(source.ref)
+    host, port, addresses = checked_addresses(url, rules or AddressRules(), getaddrinfo)
     if git is None:
         raise SourceFetchError("git is not installed on the reconciler's PATH")
     git = os.path.realpath(git)
+    own_net = sb.contained and slirp is not None
     env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "LANG": "C", "GIT_CONFIG_NOSYSTEM": "1",
-           "GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_COUNT": "0"}
-    if ca_bundle:
-        env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="http.sslCAInfo",
-                   GIT_CONFIG_VALUE_0=CA_MOUNT if sb.contained else ca_bundle)
+           "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_TERMINAL_PROMPT": "0",
+           **git_settings(host, port, addresses,
+                          (CA_MOUNT if sb.contained else ca_bundle) if ca_bundle else None)}
     work = Path(tempfile.mkdtemp(prefix=".fetch-", dir=dest.parent))
     unpacked = work / "files"
     unpacked.mkdir(mode=0o700)
     limits = [str(MAX_ENTRIES), str(MAX_EXPANDED), str(MAX_COMPRESSED)]
+    net = None
     try:
         if sb.contained:
             if not git.startswith("/usr/"):
@@ -164,44 +338,132 @@ def fetch(source: GitSource, dest: Path, sb: Sandbox, git: str | None,
             mounts = [Mount(UNTAR, UNTAR_MOUNT), Mount(str(unpacked), CHECKOUT_MOUNT, True)]
             if ca_bundle:
                 mounts.append(Mount(ca_bundle, CA_MOUNT))
+            if own_net:  # no name resolution: git connects only where it was pinned
+                (work / "resolv.conf").touch(0o644)
+                mounts.append(Mount(str(work / "resolv.conf"), RESOLV_MOUNT))
             argv, stage = sandbox.bwrap_argv(sb, mounts, cwd=FETCH_DIR, tmp_bytes=16 << 20,
-                                             share_net=True,
+                                             share_net=True, own_resolv=own_net,
                                              scratch=((FETCH_DIR, FETCH_SCRATCH),))
+            if own_net:
+                assert slirp is not None
+                net = _OwnNetwork(slirp, sb.user)
+                argv = net.argv(argv)
             argv = [*argv, "--", "/bin/sh", "-c", _SCRIPT, "nodus-fetch", git, url, ref,
                     sys.executable, UNTAR_MOUNT, CHECKOUT_MOUNT, *limits]
-            preexec, cwd = child.make_preexec(user=sb.user, stage=stage), "/"
+            preexec = child.make_preexec(user=sb.user, stage=stage, own_net=own_net)
+            cwd = "/"
         else:
             scratch = work / "git"
             scratch.mkdir()
             argv = ["/bin/sh", "-c", _SCRIPT, "nodus-fetch", git, url, ref, sys.executable,
                     UNTAR, str(unpacked), *limits]
             preexec, cwd = child.make_preexec(user=None), str(scratch)
-        commit, skipped = _run(argv, env, cwd, preexec)
+        commit, skipped = _run(argv, env, cwd, preexec, url, addresses, net)
         if dest.exists():
             shutil.rmtree(dest)
         os.replace(unpacked, dest)
     finally:
+        if net is not None:
+            net.close()
         shutil.rmtree(work, ignore_errors=True)
     return {"repo": source.repo, "ref": source.ref, "commit": commit}, skipped
 
 
-def _run(argv: list[str], env: dict[str, str], cwd: str,
-         preexec: Callable[[], None]) -> tuple[str, int]:
+class _OwnNetwork:
+    """The fetch's network namespace of its own, as a run's (`runs`, `usernet`): the
+    child makes it (`child.make_preexec(own_net=True)`), bubblewrap keeps it
+    (`--share-net`) and waits on `--block-fd` until slirp4netns, started on its pid,
+    writes there that the network is up. We hold a write end of that pipe until the
+    fetch ends, so a slirp4netns that dies before it is ready never lets git start."""
+
+    def __init__(self, slirp: str, user: RunUser):
+        self.path, self.user = slirp, user
+        self.block_r, self.hold_w = os.pipe2(os.O_CLOEXEC)
+        self.slirp: usernet.Slirp | None = None
+
+    def argv(self, argv: list[str]) -> list[str]:
+        """bubblewrap's argv, waiting for the network, as the run user (it starts as root
+        of the child's user namespace)."""
+        return [argv[0], "--block-fd", str(self.block_r), "--uid", str(self.user.uid),
+                "--gid", str(self.user.gid), *argv[1:]]
+
+    @property
+    def pass_fds(self) -> tuple[int, ...]:
+        return (self.block_r,) if self.block_r >= 0 else ()
+
+    def start(self, pid: int) -> None:
+        """slirp4netns on bubblewrap's namespaces (`pid`); OSError when it cannot start."""
+        self._close_block()
+        self.slirp = usernet.start(self.path, pid, self.user, self.hold_w)
+
+    def _close_block(self) -> None:
+        if self.block_r >= 0:
+            os.close(self.block_r)
+            self.block_r = -1
+
+    def close(self) -> None:
+        self._close_block()
+        if self.hold_w >= 0:
+            os.close(self.hold_w)
+            self.hold_w = -1
+        if self.slirp is not None:
+            self.slirp.stop()
+
+
+def _run(argv: list[str], env: dict[str, str], cwd: str, preexec: Callable[[], None],
+         url: str, addresses: list[str], net: _OwnNetwork | None) -> tuple[str, int]:
     """Run the fetch script: (commit, entries skipped)."""
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
-                                preexec_fn=preexec)
-        timer = threading.Timer(FETCH_SECONDS, procs.signal_group, (proc.pid, signal.SIGKILL))
-        timer.start()
-        try:
-            rc = proc.wait()
-        finally:
-            timer.cancel()
+                                preexec_fn=preexec, pass_fds=net.pass_fds if net else ())
+        ended = _wait(proc, net)
         err.seek(0)
         commit, skipped, message = _report(err.read().decode(errors="replace"))
-    if commit is None or rc != 0:
-        if rc == TOO_LARGE or (rc != untar.REFUSED and "No space left" in message):
-            message = f"the source is larger than {MAX_COMPRESSED >> 20} MiB compressed"
+    rc = proc.returncode
+    if ended is not None:  # the fetch's own network could not be had: the host's doing
+        raise FetchNetworkUnavailable(f"the fetch's network of its own (slirp4netns) {ended}")
+    if rc == TOO_LARGE or (rc not in (untar.REFUSED, 0) and "No space left" in message):
+        raise SourceFetchError(f"the source is larger than {MAX_COMPRESSED >> 20} MiB "
+                               "compressed")
+    if rc in (untar.REFUSED, NOT_FOUND) or (rc == child.SETUP_FAILED
+                                            and message.startswith("nodus: cannot set up")):
         raise SourceFetchError(message or f"git exited with code {rc}")
+    if commit is None or rc != 0:
+        how = "was stopped at the time limit" if rc == -signal.SIGKILL else f"exited {rc}"
+        raise SourceUnreachable(url, f"git, connecting to {', '.join(addresses)}, {how}: "
+                                f"{message or 'no message'}")
     return commit, skipped
+
+
+def _wait(proc: subprocess.Popen, net: _OwnNetwork | None) -> str | None:
+    """Wait for the fetch to end (killed at FETCH_SECONDS); with a network of its own,
+    what became of slirp4netns when it ended the fetch (None: it did not)."""
+    deadline = time.monotonic() + FETCH_SECONDS
+    problem = None
+    if net is not None:
+        try:
+            net.start(proc.pid)
+        except (OSError, subprocess.SubprocessError) as exc:
+            problem = f"could not start: {exc}"
+    watched = [os.pidfd_open(proc.pid)]
+    try:
+        if net is not None and net.slirp is not None:
+            with contextlib.suppress(OSError):
+                watched.append(os.pidfd_open(net.slirp.pid))
+        while problem is None and proc.poll() is None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            select.select(watched, [], [], left)
+            if net is not None and net.slirp is not None and net.slirp.ended() \
+                    and proc.poll() is None:
+                problem = (f"ended (exit status {net.slirp.proc.returncode}) before the "
+                           f"fetch did: {net.slirp.said()}")
+    finally:
+        for fd in watched:
+            os.close(fd)
+        if proc.poll() is None:
+            procs.signal_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+    return problem

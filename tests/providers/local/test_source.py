@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from nodus_gitops.providers.local import runuser
 from nodus_gitops.providers.local.source import (
     MAX_COMPRESSED,
     MAX_ENTRIES,
@@ -39,7 +40,7 @@ print(json.dumps({"cwd": os.getcwd(), "files": sorted(os.listdir(".")),
 @bwrap_only
 def test_source_git_is_resolved_to_a_commit_and_checked_out(local_factory, https_git, tmp_path):
     commit = https_git.repo("train", {"train.py": "print('training')\n"}, tmp_path / "w")
-    local = local_factory(git_ca_bundle=str(https_git.ca))
+    local = local_factory(**https_git.trusted())
     repo = https_git.url_for("train")
     k = local.create("from-git", command=[sys.executable, "-c", SHOW],
                      source={"git": {"repo": repo, "ref": "main"}})
@@ -47,7 +48,9 @@ def test_source_git_is_resolved_to_a_commit_and_checked_out(local_factory, https
     assert done.phase == "Succeeded", (done, local.log(k))
     assert done.status["source"] == {"repo": repo, "ref": "main", "commit": commit}
     seen = json.loads(local.log(k))
-    assert seen == {"cwd": "/nodus/source", "files": ["train.py"], "owner": 65534, "me": 65534}
+    uid = runuser.resolve(None, None).uid  # nodus-run where it exists, else nobody
+    assert seen == {"cwd": "/nodus/source", "files": ["train.py"], "owner": uid, "me": uid}
+    assert uid != os.getuid()
     assert not (local.run(k).source / ".git").exists()
     events = [e["reason"] for e in local.run(k).read_events()]
     assert "SourceFetched" in events
@@ -56,7 +59,7 @@ def test_source_git_is_resolved_to_a_commit_and_checked_out(local_factory, https
 @bwrap_only
 def test_source_path_and_working_dir_place_the_checkout(local_factory, https_git, tmp_path):
     https_git.repo("code", {"a.txt": "a"}, tmp_path / "w")
-    local = local_factory(git_ca_bundle=str(https_git.ca))
+    local = local_factory(**https_git.trusted())
     code = "import os; print(os.getcwd(), sorted(os.listdir('/src')))"
     k = local.create("placed", command=[sys.executable, "-c", code], workingDir="/workspace",
                      source={"git": {"repo": https_git.url_for("code"), "ref": "main",
@@ -74,7 +77,7 @@ def test_a_commit_that_is_no_branch_tip_is_found(local_factory, https_git, tmp_p
     git("commit", "--quiet", "-am", "two", cwd=tmp_path / "w")
     git("push", "--quiet", str(https_git.root / "hist.git"), "HEAD:refs/heads/main",
         cwd=tmp_path / "w")
-    local = local_factory(git_ca_bundle=str(https_git.ca))
+    local = local_factory(**https_git.trusted())
     k = local.create("old", command=[sys.executable, "-c", "print(open('v.txt').read())"],
                      source={"git": {"repo": https_git.url_for("hist"), "ref": first}})
     done = local.wait(k)
@@ -85,20 +88,32 @@ def test_a_commit_that_is_no_branch_tip_is_found(local_factory, https_git, tmp_p
 @bwrap_only
 def test_a_missing_repo_or_an_untrusted_server_fails_the_job(local_factory, https_git,
                                                              tmp_path):
+    """A ref the repository lacks is named; a missing repository and a server whose
+    certificate is not trusted say the one line of every failure of the network (no
+    oracle of what answers there), and what git said is in the supervisor's log."""
     https_git.repo("real", {"a": "a"}, tmp_path / "w")
-    trusting = local_factory(git_ca_bundle=str(https_git.ca))
+    trusting = local_factory(**https_git.trusted())
     missing = trusting.create("missing", command=["true"], source={
         "git": {"repo": https_git.url_for("nowhere"), "ref": "main"}})
     unknown_ref = trusting.create("no-ref", command=["true"], source={
         "git": {"repo": https_git.url_for("real"), "ref": "no-such-branch"}})
-    untrusting = local_factory()  # the server's certificate is its own: not trusted
+    # the server's certificate is its own: not trusted
+    untrusting = local_factory(source_hosts=(https_git.host,))
     untrusted = untrusting.create("untrusted", command=["true"], source={
         "git": {"repo": https_git.url_for("real"), "ref": "main"}})
-    for local, k, words in ((trusting, missing, "nowhere"), (trusting, unknown_ref, "no-such"),
-                            (untrusting, untrusted, "certificate")):
+    for local, k, said, logged in (
+            (trusting, missing, f"cannot fetch {https_git.url_for('nowhere')}: unreachable or "
+             "refused", "not found"),
+            (trusting, unknown_ref, "no-such-branch", None),
+            (untrusting, untrusted, f"cannot fetch {https_git.url_for('real')}: unreachable or "
+             "refused", "certificate")):
         failed = local.wait(k)
         assert (failed.phase, failed.reason) == ("Failed", "StorageUnavailable"), failed
-        assert words in failed.message and failed.fix
+        assert said in failed.message and failed.fix, failed.message
+        if logged:
+            assert failed.message == said
+            log = (local.run(k).path / "supervisor.log").read_text(errors="replace")
+            assert logged in log, log
 
 
 @bwrap_only
@@ -106,7 +121,7 @@ def test_a_source_of_more_than_ten_thousand_entries_is_refused(local_factory, ht
                                                                tmp_path):
     files = {f"d{i // 1000}/f{i}": "" for i in range(MAX_ENTRIES + 1)}
     https_git.repo("many", files, tmp_path / "w")
-    local = local_factory(git_ca_bundle=str(https_git.ca))
+    local = local_factory(**https_git.trusted())
     k = local.create("many", command=["true"],
                      source={"git": {"repo": https_git.url_for("many"), "ref": "main"}})
     failed = local.wait(k, timeout=120)
@@ -132,7 +147,7 @@ def test_a_python_without_the_data_filter_never_unpacks_a_source(local_factory, 
     if old is None:
         pytest.skip("no Python older than 3.11.4 on this machine")
     https_git.repo("plain", {"train.py": "print('training')\n"}, tmp_path / "w")
-    local = local_factory(git_ca_bundle=str(https_git.ca), python=old)
+    local = local_factory(**https_git.trusted(python=old))
     k = local.create("old-python", command=["true"],
                      source={"git": {"repo": https_git.url_for("plain"), "ref": "main"}})
     done = local.wait(k)
@@ -185,7 +200,7 @@ def _crafted_repo(bare: Path, escape_to: str) -> None:
 @bwrap_only
 def test_a_crafted_tree_never_writes_outside_the_checkout(local_factory, https_git):
     _crafted_repo(https_git.root / "crafted.git", "../..")  # the run directory
-    local = local_factory(git_ca_bundle=str(https_git.ca))
+    local = local_factory(**https_git.trusted())
     k = local.create("crafted", command=["true"],
                      source={"git": {"repo": https_git.url_for("crafted"), "ref": "main"}})
     done = local.wait(k, timeout=120)
@@ -305,7 +320,7 @@ def test_source_path_moves_the_checkout_and_never_the_working_directory(
     """source.git.path is where the files appear (a relative one inside the command's
     working directory); the command starts where it would without it."""
     https_git.repo("code", {"a.txt": "a"}, tmp_path / "w")
-    local = local_factory(git_ca_bundle=str(https_git.ca))
+    local = local_factory(**https_git.trusted())
     extra = {"workingDir": spec["workingDir"]} if "workingDir" in spec else {}
     k = local.create("placed", command=[sys.executable, "-c", WHERE], **extra,
                      source={"git": {"repo": https_git.url_for("code"), "ref": "main",
@@ -329,7 +344,7 @@ def test_a_source_path_the_run_cannot_hold_is_refused_not_moved(local_factory, h
     would be mixed into the platform's directories is no place for the files: the Job
     fails saying so, before anything is fetched, instead of running elsewhere."""
     https_git.repo("code", {"a.txt": "a"}, tmp_path / "w")
-    local = local_factory(git_ca_bundle=str(https_git.ca))
+    local = local_factory(**https_git.trusted())
     k = local.create("misplaced", command=["true"], source={
         "git": {"repo": https_git.url_for("code"), "ref": "main", "path": path}})
     done = local.wait(k)
@@ -357,8 +372,7 @@ def _incompressible_repo(https_git, name: str, size: int, work: Path) -> None:
 def test_a_source_over_100_mib_compressed_is_refused(local_factory, https_git, tmp_path,
                                                     sandboxed):
     _incompressible_repo(https_git, "huge", MAX_COMPRESSED + (1 << 20), tmp_path / "w")
-    local = local_factory(git_ca_bundle=str(https_git.ca),
-                          sandbox="bubblewrap" if sandboxed else "none")
+    local = local_factory(**https_git.trusted(sandbox="bubblewrap" if sandboxed else "none"))
     k = local.create("huge", command=["true"],
                      source={"git": {"repo": https_git.url_for("huge"), "ref": "main"}})
     failed = local.wait(k, timeout=180)
@@ -380,7 +394,7 @@ def test_a_source_just_under_the_compressed_limit_is_fetched(local_factory, http
         git("add", "blob.bin", cwd=work)
         git("commit", "--quiet", "-m", f"blob {step}", cwd=work)
     git("push", "--quiet", str(https_git.root / "near.git"), "HEAD:refs/heads/main", cwd=work)
-    local = local_factory(git_ca_bundle=str(https_git.ca))
+    local = local_factory(**https_git.trusted())
     k = local.create("near", command=["true"],
                      source={"git": {"repo": https_git.url_for("near"), "ref": "main"}})
     done = local.wait(k, timeout=180)
