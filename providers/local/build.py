@@ -20,6 +20,7 @@ _LOCAL_KEYS = {
     "passEnv": "pass_env", "maxLogBytes": "max_log_bytes", "maxOutputBytes": "max_output_bytes",
     "minFreeBytes": "min_free_bytes", "diskLimit": "disk_limit", "gitCaBundle": "git_ca_bundle",
     "useCgroups": "use_cgroups", "prestartSupervisor": "prestart_supervisor",
+    "sourceHosts": "source_hosts", "sourceDenyNetworks": "source_deny_networks",
 }
 _RATE_KEYS = {"cpuCoreHour": "cpu_core_hour", "memoryGiBHour": "memory_gib_hour",
               "gpuHour": "gpu_hour", "defaultGpuHour": "default_gpu_hour"}

@@ -485,3 +485,16 @@ def test_the_settings_reach_the_supervisor(tmp_path) -> None:
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(pytest.main([__file__]))
+
+
+def test_the_config_file_names_the_source_lists_as_the_readme_does():
+    """`sourceHosts` and `sourceDenyNetworks` under a local provider in the YAML config."""
+    from nodus_gitops.floor.errors import ConfigError
+    from nodus_gitops.providers.local.build import local_config as from_settings
+
+    config = from_settings("local", {"sourceHosts": ["git.corp.example", "10.1.2.3"],
+                                     "sourceDenyNetworks": ["10.9.0.0/16"]})
+    assert config.source_hosts == ("git.corp.example", "10.1.2.3")
+    assert config.source_deny_networks == ("10.9.0.0/16",)
+    with pytest.raises(ConfigError, match="sourceDenyNetwork"):
+        from_settings("local", {"sourceDenyNetwork": ["10.9.0.0/16"]})  # a typo is named
