@@ -65,10 +65,11 @@ def _fetch_source(spec: JobSpec, run: RunDir, settings: dict[str, Any], sb: Sand
     """Fetch source.git; a failure of the network says one line to the Job (no oracle of
     the host's ports) and its detail to the reconciler's log (the supervisor's)."""
     from nodus_gitops.providers.local import source as git_source  # only Jobs with source.git
+    from nodus_gitops.providers.local.fetch_addresses import AddressRules
 
     assert spec.source is not None
     helpers = settings["helpers"]
-    rules = git_source.AddressRules.of(settings.get("sourceHosts") or (),
+    rules = AddressRules.of(settings.get("sourceHosts") or (),
                                        settings.get("sourceDenyNetworks") or ())
     try:
         st["source"], skipped = git_source.fetch(

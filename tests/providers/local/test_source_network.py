@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from nodus_gitops.providers.local import fetch_addresses as addresses
 from nodus_gitops.providers.local import source
 from nodus_gitops.providers.local.config import LocalConfig
 from nodus_gitops.providers.local.settings import resolve
@@ -169,9 +170,9 @@ def test_ipv6_literals_are_refused_before_anything_is_reached(local_factory, san
         shapes.add(failed.message.replace(url, "URL"))
     assert len(shapes) == 1, shapes
     # and were one to resolve, the addresses themselves are refused
-    rules = source.AddressRules()
+    rules = addresses.AddressRules()
     for address in ("::1", "::ffff:127.0.0.1", "::127.0.0.1", "64:ff9b::7f00:1", "::"):
-        assert source.refusal(ipaddress.ip_address(address), "h", rules), address
+        assert addresses.refusal(ipaddress.ip_address(address), "h", rules), address
 
 
 @bwrap_only
@@ -344,7 +345,7 @@ def test_git_connects_to_the_addresses_checked_never_resolving_again(https_git, 
 
     git = shutil.which("git")
     slirp = resolved["helpers"]["slirp4netns"] if sb.contained else None
-    rules = source.AddressRules.of([NAME])
+    rules = addresses.AddressRules.of([NAME])
     status, _ = source.fetch(GitSource(url, "main"), tmp_path / "out", sb, git,
                              str(https_git.ca), rules=rules, slirp=slirp,
                              getaddrinfo=resolver(https_git.host))
@@ -358,7 +359,7 @@ def test_git_connects_to_the_addresses_checked_never_resolving_again(https_git, 
             source.fetch(GitSource(url, "main"), tmp_path / f"out-{n}", sb, git,
                          str(https_git.ca), rules=rules, slirp=slirp,
                          getaddrinfo=resolver(address))
-    unnamed = source.AddressRules.of([])
+    unnamed = addresses.AddressRules.of([])
     with pytest.raises(source.SourceUnreachable):  # a private address, its name unlisted
         source.fetch(GitSource(url, "main"), tmp_path / "out3", sb, git, str(https_git.ca),
                      rules=unnamed, slirp=slirp, getaddrinfo=resolver(https_git.host))
@@ -376,7 +377,7 @@ def test_a_slirp4netns_that_fails_never_lets_the_fetch_out_another_way(https_git
     with pytest.raises(source.FetchNetworkUnavailable, match="slirp4netns"):
         source.fetch(GitSource(https_git.url_for("code"), "main"), tmp_path / "out", sb,
                      shutil.which("git"), str(https_git.ca),
-                     rules=source.AddressRules.of([https_git.host]), slirp="/bin/false")
+                     rules=addresses.AddressRules.of([https_git.host]), slirp="/bin/false")
     assert time.monotonic() - started < REFUSED_AT_ONCE
     assert https_git.connections == 0 and not children()
     assert not (tmp_path / "out").exists()
@@ -428,8 +429,8 @@ def test_the_address_rule(address, named, other, deny) -> None:
     never; a global one is allowed unless denied."""
     host = "git.corp.example" if named else "host.example"
     hosts = [*other, *(["git.corp.example"] if named else [])]
-    rules = source.AddressRules.of(hosts, [str(n) for n in deny])
-    why = source.refusal(address, host, rules)
+    rules = addresses.AddressRules.of(hosts, [str(n) for n in deny])
+    why = addresses.refusal(address, host, rules)
     same = [a for a in (address, _ipv4_of(address)) if a is not None]
     if any(a.is_loopback or a.is_link_local or a.is_unspecified or a.is_multicast
            or (a.version == 4 and a in ipaddress.ip_network("0.0.0.0/8")) for a in same):
@@ -445,7 +446,7 @@ def test_the_address_rule(address, named, other, deny) -> None:
     # the host as written counts: the same address reached through a name or the
     # address written as itself in the URL
     if why is not None and "private" in why:
-        assert source.refusal(address, host, source.AddressRules.of([*hosts, host])) is None
+        assert addresses.refusal(address, host, addresses.AddressRules.of([*hosts, host])) is None
 
 
 @pytest.mark.parametrize("address", ["100.64.0.1", "100.127.255.254", "10.0.0.1", "172.31.0.1",
@@ -454,8 +455,8 @@ def test_the_address_rule(address, named, other, deny) -> None:
 def test_private_and_shared_ranges_need_source_hosts(address) -> None:
     """CGNAT's 100.64/10 is not is_private in every Python: it is private here."""
     addr = ipaddress.ip_address(address)
-    assert "private" in source.refusal(addr, "h", source.AddressRules())
-    assert source.refusal(addr, "h", source.AddressRules.of(["H."])) is None
+    assert "private" in addresses.refusal(addr, "h", addresses.AddressRules())
+    assert addresses.refusal(addr, "h", addresses.AddressRules.of(["H."])) is None
 
 
 def test_the_settings_are_checked_when_the_backend_starts() -> None:
@@ -478,9 +479,9 @@ def test_the_settings_reach_the_supervisor(tmp_path) -> None:
                                 source_deny_networks=("10.9.0.0/16",))
     assert json.loads(json.dumps(resolved))["sourceHosts"] == ["git.corp.example"]
     assert resolved["sourceDenyNetworks"] == ["10.9.0.0/16"]
-    rules = source.AddressRules.of(resolved["sourceHosts"], resolved["sourceDenyNetworks"])
-    assert source.refusal(ipaddress.ip_address("10.9.1.1"), "git.corp.example", rules)
-    assert source.refusal(ipaddress.ip_address("10.8.1.1"), "git.corp.example", rules) is None
+    rules = addresses.AddressRules.of(resolved["sourceHosts"], resolved["sourceDenyNetworks"])
+    assert addresses.refusal(ipaddress.ip_address("10.9.1.1"), "git.corp.example", rules)
+    assert addresses.refusal(ipaddress.ip_address("10.8.1.1"), "git.corp.example", rules) is None
 
 
 if __name__ == "__main__":  # pragma: no cover
