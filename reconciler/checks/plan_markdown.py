@@ -9,23 +9,20 @@ within the target's size limit: what does not fit is left out whole, item by ite
 that order, and a last line says what was left out. Lengths are counted in UTF-16 code
 units, never fewer than the hosts' own count of characters.
 
-Manifest values reach the text only inside a code span or a code fence longer than any
-run of backticks in them (each line of a diff after its `-`, `+` or ` `: a line break in a
-key is shown as `\n`), or HTML-escaped on one line with every `@name`, reference (`#1`,
-`owner/repo#1`, GitLab's `!1`, `~label`, `%milestone`, `&epic`, `$snippet`) and bare link
-broken by a zero-width space: a manifest cannot close a block, forge a marker, start a
-heading or a quick action, ping someone, or plant a link or a cross-reference in a comment
-the reconciler signs. Characters that do not show themselves (bidi controls, zero-width
-and other format characters, controls) are shown escaped (`\u202e`), so that a name
-cannot pass for another. A file name that is not UTF-8 (its bytes come as lone
-surrogates) is shown with U+FFFD in their place.
+What comes from the manifests (names, file names, keys, values, problems, reasons) goes in
+through `floor.markdown_text`: in code spans, in a code fence longer than any run of
+backticks inside it (each line of a diff after its `-`, `+` or ` `: a line break in a key
+is shown as `\n`), escaped text on one line, or HTML-escaped in the `<summary>` of a fold,
+with every mention, reference and bare link broken. A manifest cannot close a block, forge
+a marker, start a heading or a quick action, emphasise, ping someone, or plant a link or a
+cross-reference in a comment the reconciler signs, and characters that do not show
+themselves are shown escaped (`\u202e`), so that a name cannot pass for another.
 """
 
 from __future__ import annotations
 
 import difflib
 import html
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -33,6 +30,7 @@ from typing import Any
 
 import yaml
 from nodus_gitops.checks.review import PlanReview
+from nodus_gitops.floor.markdown_text import code, fence, html_text, inline, one_line
 from nodus_gitops.floor.problems import Problem
 from nodus_gitops.hosts.client import without_lone_surrogates
 from nodus_gitops.plan import Action, ActionType, Change, Plan
@@ -41,19 +39,6 @@ FOLD_ROWS = 20  # a longer table is folded
 LONG_STRING = 80  # characters; a longer (or multi-line) string is shown as a line diff
 SUMMARY_FIELDS = 4  # changed fields named in a diff's one-line summary
 FOOTER_ROOM = 400  # kept free for the last lines
-_BREAK = "&#8203;"  # a zero-width space: the text reads the same, a host no longer acts on it
-# What GitHub, GitLab or Gitea act on in HTML-escaped text; a _BREAK goes after each.
-_ACTED_ON = re.compile(r"""
-    @(?=[\w.-])                              # @user, @org/team, user@host, @_user, @.user
-  | [\#!~%$](?=[\w."]) | &amp;(?=[\w."])      # #1, owner/repo#1, !1, ~bug, %v1, $1, &epic
-  | (?i:\bGH-)(?=\d) | \*(?=iteration:)      # GH-1, GitLab's *iteration:1
-  | \[(?=[a-z_]+:)                           # GitLab's [vulnerability:1] and the like
-  | (?i:(?<![a-z])(?:https?|ftp)(?=://) | \bwww(?=\.))  # a bare link
-""", re.VERBOSE)
-# Characters that do not show themselves: controls (but tab and line breaks), bidi
-# controls, zero-width and other format characters, line separators, tags.
-_INVISIBLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\xad\u061c\u180e\u200b-\u200f"
-                        "\u2028-\u202e\u2060-\u206f\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]")
 
 
 @dataclass(frozen=True)
@@ -186,7 +171,7 @@ def _money(review: PlanReview) -> list[str]:
 def _blocked(review: PlanReview, target: Target) -> list[str]:
     if review.plan is None:
         return []
-    return [f"- {_code(a.key.short)} ({_file(a.file, 1, target)}): {_inline(a.reason)}"
+    return [f"- {code(a.key.short)} ({_file(a.file, 1, target)}): {inline(a.reason)}"
             for a in review.plan.blocked]
 
 
@@ -195,14 +180,14 @@ def _notes(review: PlanReview) -> list[str]:
     a drift is reported, a moved file is recorded."""
     if review.plan is None:
         return []
-    return [f"- {_code(a.key.short)} {a.action.value}: {_inline(a.reason)}"
+    return [f"- {code(a.key.short)} {a.action.value}: {inline(a.reason)}"
             for a in review.plan.actions if a.reason and a.action is not ActionType.BLOCKED]
 
 
 def _problem(p: Problem, target: Target) -> str:
     where = _file(p.file, max(p.line, 1), target, label=f"{p.file}:{p.line}")
-    what = f"{_code(f'{p.kind}/{p.name}')}: {_inline(p.path)}: " if p.path else ""
-    return f"- {where} {what}{_inline(p.message)}"
+    what = f"{code(f'{p.kind}/{p.name}')}: {inline(p.path, then=':')}: " if p.path else ""
+    return f"- {where} {what}{inline(p.message)}"
 
 
 def _all(what: str, closing: str, opening: list[str],
@@ -220,7 +205,8 @@ def _table(review: PlanReview,
     rule = "|---|---|---|" + ("---:|" if priced else "")
     rows = []
     for a in plan.actions:
-        row = f"| {a.action.value} | {_code(a.key.short)} | {_file(a.file, 1, target)} |"
+        row = (f"| {a.action.value} | {code(a.key.short, in_table=True)} | "
+               f"{_file(a.file, 1, target, in_table=True)} |")
         if priced:
             value = priced.get(a.key)
             cell = _usd(value) if value is not None else ("unknown" if a.key in priced else "")
@@ -239,11 +225,11 @@ def _diff(action: Action) -> str:
     lines: list[str] = []
     for change in action.changes:
         lines += _change_lines(change)
-    body = "\n".join(_visible(line) for line in lines)
-    fence = _fence(body)
-    return (f"<details><summary><code>{html.escape(_visible(action.key.short))}</code> "
-            f"{action.action.value}: {_html(named)}</summary>\n\n{fence}diff\n{body}\n"
-            f"{fence}\n\n</details>")
+    body = "\n".join(one_line(line) for line in lines)
+    ticks = fence(body)
+    return (f"<details><summary><code>{html.escape(one_line(action.key.short))}"
+            f"</code> {action.action.value}: {html_text(named)}</summary>\n\n{ticks}diff\n"
+            f"{body}\n{ticks}\n\n</details>")
 
 
 def _change_lines(change: Change) -> list[str]:
@@ -294,40 +280,11 @@ def _yaml_lines(path: str, value: Any) -> list[str]:
     return text.splitlines()
 
 
-def _fence(body: str) -> str:
-    longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
-    return "`" * max(3, longest + 1)
-
-
-def _file(path: str, line: int, target: Target, label: str | None = None) -> str:
+def _file(path: str, line: int, target: Target, label: str | None = None, *,
+          in_table: bool = False) -> str:
     if target.link is None:
-        return _code(label or path)
-    return f"[{_inline(label or path)}]({target.link(path, line)})"
-
-
-def _code(text: str) -> str:
-    """A code span in a table cell: no backtick to close it, no `|` to end the cell."""
-    one_line = re.sub(r"[\r\n]+", " ", _visible(text))
-    return "`" + one_line.replace("`", "'").replace("|", "\\|") + "`"
-
-
-def _inline(text: str) -> str:
-    """Text for a table cell or a list item: no HTML, no table break, no link, one line,
-    and no backtick that could pair with one of a code span further on."""
-    return re.sub(r"([\\|\[\]`])", r"\\\1", _html(str(text)))
-
-
-def _html(text: str) -> str:
-    """Text inside an HTML element or Markdown prose: escaped, on one line (a blank line
-    would end an HTML block), with no mention, reference or bare link a host would act
-    on, and every invisible character shown."""
-    one_line = re.sub(r"[\r\n]+", " ", html.escape(_visible(text), quote=False))
-    return _ACTED_ON.sub(lambda m: m.group(0) + _BREAK, one_line)
-
-
-def _visible(text: str) -> str:
-    """`text` with each character that does not show itself written as its escape."""
-    return _INVISIBLE.sub(lambda m: ascii(m.group(0))[1:-1], text)
+        return code(label or path, in_table=in_table)
+    return f"[{inline(label or path)}]({target.link(path, line)})"
 
 
 def _usd(value: Decimal) -> str:
