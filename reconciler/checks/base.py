@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from nodus_gitops.checks.model import CheckRun
+from nodus_gitops.floor.markdown_text import plain
 from nodus_gitops.hosts.client import truncate
 
 
@@ -23,8 +24,10 @@ class CheckWriter(Protocol):
 
 def describe(run: CheckRun, limit: int) -> str:
     """One line for hosts whose statuses have only a description: title, then the
-    summary's first line when it adds something."""
-    first = next((line.strip() for line in run.summary.splitlines() if line.strip()), "")
+    summary's first line when it adds something. A description is plain text: the
+    escapes that kept a manifest's text from being Markdown in the summary are undone."""
+    first = next((plain(line.strip()) for line in run.summary.splitlines() if line.strip()),
+                 "")
     text = f"{run.title}: {first}" if first and first != run.title else run.title
     return truncate(text, limit)
 

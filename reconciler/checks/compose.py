@@ -1,5 +1,9 @@
 """What each check says: the sync, plan and run checks of a commit, composed from a
-sync's report, a preview's plan, or the resources a commit started."""
+sync's report, a preview's plan, or the resources a commit started.
+
+A summary is Markdown that the host renders under the reconciler's name: what comes from
+the manifests (names, file names, fields, messages quoting values, the backend's reasons)
+goes in through `floor.markdown_text`, as code spans or escaped text, never as markup."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from nodus_gitops.checks import plan_markdown
 from nodus_gitops.checks.github import MAX_OUTPUT_TEXT
 from nodus_gitops.checks.model import Annotation, CheckRun, CheckState, context_name
 from nodus_gitops.checks.review import PlanReview
+from nodus_gitops.floor.markdown_text import code, inline
 from nodus_gitops.floor.problems import Problem
 from nodus_gitops.floor.results import ActionType, SyncResult, counts_text
 from nodus_gitops.plan import Plan
@@ -22,9 +27,16 @@ def _annotations(problems: Iterable[Problem]) -> tuple[Annotation, ...]:
                             if p.path else p.message) for p in problems)
 
 
+def _problem_line(p: Problem) -> str:
+    where = f"- {code(f'{p.file}:{p.line}')}"
+    if p.path:
+        return (f"{where} {code(f'{p.kind}/{p.name}')}: {inline(p.path, then=':')}: "
+                f"{inline(p.message)}")
+    return f"{where} {inline(p.message)}"
+
+
 def _problem_lines(problems: list[Problem]) -> list[str]:
-    lines = [f"- `{p.file}:{p.line}` {p.kind}/{p.name}: {p.path}: {p.message}"
-             if p.path else f"- `{p.file}:{p.line}` {p.message}" for p in problems[:MAX_LINES]]
+    lines = [_problem_line(p) for p in problems[:MAX_LINES]]
     if len(problems) > MAX_LINES:
         lines.append(f"- ... and {len(problems) - MAX_LINES} more")
     return lines
@@ -32,8 +44,8 @@ def _problem_lines(problems: list[Problem]) -> list[str]:
 
 def _action_lines(plan: Plan) -> list[str]:
     shown = [a for a in plan.actions if a.action != ActionType.NOOP or a.reason]
-    lines = [f"- **{a.action.value}** {a.key.short} (`{a.file}`)"
-             + (f": {a.reason}" if a.reason else "") for a in shown[:MAX_LINES]]
+    lines = [f"- **{a.action.value}** {code(a.key.short)} ({code(a.file)})"
+             + (f": {inline(a.reason)}" if a.reason else "") for a in shown[:MAX_LINES]]
     if len(shown) > MAX_LINES:
         lines.append(f"- ... and {len(shown) - MAX_LINES} more")
     return lines
@@ -59,8 +71,10 @@ def sync_check(binding_id: str, repo: str, commit: str, instance: str, result: s
                         _annotations(problems))
     if result == SyncResult.ERROR or not summary:
         # Nothing was applied, or not as planned: never green, whatever the plan said.
+        # The message may quote a manifest, or a backend's answer about one.
         return CheckRun(binding_id, repo, commit, context, CheckState.ERROR, "sync failed",
-                        message or f"the sync ended as {result.value} before applying")
+                        inline(message) if message
+                        else f"the sync ended as {result.value} before applying")
     lines = [f"Summary: {counts_text(summary)}", ""]
     if plan is not None:
         lines += _action_lines(plan)
@@ -95,13 +109,14 @@ def run_check(binding_id: str, repo: str, commit: str, instance: str,
     total = sum(float(r.cost_usd or 0) for r in records)
     lines = [f"{len(records) - len(failed)} of {len(records)} succeeded; cost ${total:.2f}", ""]
     for r in records:
-        line = f"- {r.key.short}: {r.phase}"
+        line = f"- {code(r.key.short)}: {inline(r.phase)}"
         if r.reason:
-            line += f" ({r.reason}{': ' + r.fix if r.fix else ''})"
+            fix = f": {inline(r.fix)}" if r.fix else ""
+            line += f" ({inline(r.reason, then=fix[:1])}{fix})"
         best = (r.status or {}).get("best") if r.key.kind == "Sweep" else None
         if best:
-            line += f"; best by cost: cell {best.get('byCost')}, by throughput: " \
-                    f"cell {best.get('byThroughput', '-')}"
+            line += f"; best by cost: cell {inline(best.get('byCost'))}, by throughput: " \
+                    f"cell {inline(best.get('byThroughput', '-'))}"
         lines.append(line)
     state = CheckState.FAILURE if failed else CheckState.SUCCESS
     title = (f"{len(failed)} failed: " + ", ".join(r.key.short for r in failed[:5])) if failed \
