@@ -30,7 +30,19 @@ def esc(value: Any) -> Safe:
         return Safe("")
     if isinstance(value, list | tuple):
         return Safe("".join(esc(v) for v in value))
-    return Safe(html.escape(str(value), quote=True))
+    return Safe(html.escape(shown(str(value)), quote=True))
+
+
+def shown(text: str) -> str:
+    """`text` with each byte that was not UTF-8 (read with surrogateescape, as Git's
+    file names are) written as its escape, `\\xff`: the page names the real byte, and a
+    lone surrogate could not be sent at all."""
+    if not any("\ud800" <= c <= "\udfff" for c in text):
+        return text
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no byte stands for: its own escape
+        return text.encode("utf-8", "backslashreplace").decode()
 
 
 _VOID = frozenset({"br", "hr", "img", "input", "link", "meta"})
@@ -56,7 +68,15 @@ def tag(name: str, /, *children: Any, **attrs: Any) -> Safe:
 
 def path(*segments: str) -> str:
     """A URL path from raw segments, each percent-encoded."""
-    return "/" + "/".join(quote(str(s), safe="") for s in segments)
+    return "/" + "/".join(quote(_raw(str(s)), safe="") for s in segments)
+
+
+def _raw(segment: str) -> bytes:
+    """A path segment's own bytes (a file name read with surrogateescape keeps them)."""
+    try:
+        return segment.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return segment.encode("utf-8", "backslashreplace")
 
 
 def with_query(base: str, params: dict[str, Any]) -> str:

@@ -7,7 +7,6 @@ History page shows of each sync."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
 
 from nodus_gitops.floor.redaction import url_without_userinfo
 from nodus_gitops.floor.results import counts_text
@@ -26,7 +25,7 @@ SHORT_LINES = 12  # of a check summary on the History page; the sync's page has 
 def source_link(binding: str, commit: str, file: str, line: int | None = None) -> str:
     """The file view of `file` at `commit` (`/repos/<binding>/files/<commit>/<path>`), at
     `line` when given; each segment of the path percent-encoded, its slashes kept."""
-    segments = "/".join(quote(part, safe="") for part in file.split("/"))
+    segments = path(*file.split("/")).removeprefix("/")
     anchor = f"#L{line}" if line else ""
     return f"{path('repos', binding, 'files', commit)}/{segments}{anchor}"
 

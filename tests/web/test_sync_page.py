@@ -158,3 +158,24 @@ def test_an_unknown_sync_is_404(seeded: Seeded) -> None:
     for sync_id in ("999", "abc", "-1"):
         status, body = sync_page(seeded.service, sync_id)
         assert status == 404 and b"No sync" in body
+
+
+def test_a_file_name_that_is_not_utf8_shows_its_bytes_and_links_to_them(seeded):
+    """Git takes any bytes as a file name; the reconciler reads them with surrogateescape
+    (a byte 0xff is U+DCFF). The page shows the byte and links to the real path, never a
+    500."""
+    sync_id = seeded.store.start_sync("ml-team", SHA1)
+    name = b"jobs/caf\xff.yaml".decode("utf-8", "surrogateescape")
+    plan = {"commit": SHA1, "actions": [], "problems": [
+        {"file": name, "line": 3, "resource": "Job/x", "path": "spec", "message": "bad"}]}
+    seeded.store.finish_sync(sync_id, "invalid", "1 problem", plan, {})
+    html = page(seeded, sync_id)
+    assert "jobs/caf\\xff.yaml:3" in html
+    assert "/files/" in html and "caf%FF.yaml#L3" in html
+
+
+def test_a_lone_surrogate_no_byte_stands_for_is_shown_as_its_escape():
+    from nodus_gitops.web.html import esc, path
+
+    assert esc("a\ud800b") == "a\\ud800b"
+    assert path("a\ud800") == "/a%5Cud800"
