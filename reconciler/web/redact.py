@@ -5,11 +5,14 @@ Three rules, applied everywhere a value is shown:
 
 - An environment value (under `env`, as a mapping or the `{name, value}` list, and a
   Sweep's `params`) is hidden whole when its name looks secret (`looks_secret`) or its
-  value does (`looks_secret_value`).
+  value does (`looks_secret_value`: a secret shape anywhere in it, an Authorization
+  header's value, or one long high-entropy token).
 - In any other string (a Job's own `command` and `args` included) only the parts that are
-  secrets are hidden: a known token shape (`TOKEN_SHAPES`: `Bearer ...`, `ghp_...`, a JWT,
-  a PEM private key, the password of `scheme://user:password@`) or a secret the config
-  names (`configured_secrets(settings)`). Every other word is shown as written.
+  secrets are hidden: what the published rule set finds (gitleaks' rules and the
+  project's own, `floor.redaction.secret_spans`: vendor tokens, cloud keys, JWTs, private
+  keys, a URL's or a connection string's password, a webhook URL's path, `Bearer ...`),
+  a string that is one long high-entropy token, and a secret the config names
+  (`configured_secrets(settings)`). Every other word is shown as written.
 - Keys, list lengths and line counts are kept, so that a reader still sees the shape.
 
 A configured secret shorter than MIN_SECRET characters is not masked (hiding every "ab"
@@ -19,15 +22,15 @@ would hide the page, not the secret), nor can a secret made of the mask's own `*
 from __future__ import annotations
 
 import base64
-import math
 import os
 import re
-from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
+
+from nodus_gitops.floor.redaction import entropy, merge_spans, secret_spans
 
 if TYPE_CHECKING:
     from nodus_gitops.config import Binding, Settings
@@ -37,24 +40,14 @@ MASK = "********"
 MIN_SECRET = 4
 _ENV_KEYS = frozenset({"env", "params"})
 
+# Names of secrets: words (token, secret, password, key, credential, ...) anywhere, and
+# short ones as whole parts of the name (`PW`, `DB_PW`, `MYSQL_PWD` but not `PWD`, the
+# shell's directory; `ADMIN_PIN` but not `PIN_MEMORY`; `PASS*` but not `BYPASS`).
 SECRET_NAME = re.compile(
-    r"token|secret|passw(or)?d|passphrase|(^|[_.-])pass($|[_.-])|key|credential|auth|cookie"
-    r"|session|private|jwt|salt|signature", re.IGNORECASE)
+    r"token|secret|passw(or)?d|passphrase|(^|[_.-])pass|(^|[_.-])pw($|[_.-])"
+    r"|[_.-]pwd($|[_.-])|^pwd[_.-]|(^|[_.-])pin(code)?$|key|credential|(^|[_.-])creds?($|[_.-])"
+    r"|auth|cookie|session|private|jwt|salt|signature|hook", re.IGNORECASE)
 
-# Known token shapes; the group `s`, where there is one, is the part hidden.
-TOKEN_SHAPES = re.compile("|".join((
-    r"\b(?:bearer|basic)[ \t]+(?P<s1>[A-Za-z0-9._~+/-]{8,}=*)",
-    r"\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})",
-    r"\bglpat-[A-Za-z0-9_-]{20,}",
-    r"\bxox[baprs]-[A-Za-z0-9-]{10,}",
-    r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b",
-    r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{10,}",
-    r"\bsk-[A-Za-z0-9_-]{16,}",
-    r"\beyJ[A-Za-z0-9_-]{4,}\.eyJ[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]*",
-    r"-----BEGIN[A-Z ]*PRIVATE KEY-----(?P<s2>.*?)(?:-----END[A-Z ]*PRIVATE KEY-----|\Z)",
-    r"\b[A-Za-z][A-Za-z0-9+.-]*://[^:/@\s]*:(?P<s3>[^@/\s]+)@",
-)), re.IGNORECASE | re.DOTALL)
-_SHAPE_GROUPS = ("s1", "s2", "s3")
 # A whole environment value that is an Authorization header's value, however short.
 _AUTH_HEADER = re.compile(r"^\s*(?:bearer|basic|token)\s+\S", re.IGNORECASE)
 
@@ -73,14 +66,14 @@ def looks_secret(name: str) -> bool:
 
 
 def high_entropy(value: str) -> bool:
+    """Whether `value` is one long token of high entropy (see HIGH_ENTROPY_LENGTH)."""
     text = value.strip()
     if len(text) < HIGH_ENTROPY_LENGTH or not _TOKEN_ALPHABET.fullmatch(text):
         return False
     if not (any(c.isupper() for c in text) and any(c.islower() for c in text)
             and any(c.isdigit() for c in text)):
         return False
-    counts, n = Counter(text), len(text)
-    return -sum(c / n * math.log2(c / n) for c in counts.values()) >= HIGH_ENTROPY_BITS
+    return entropy(text) >= HIGH_ENTROPY_BITS
 
 
 def _hidden(piece: str) -> str:
@@ -103,25 +96,17 @@ class Masker:
     # -- strings -----------------------------------------------------------------------
 
     def spans(self, text: str) -> list[tuple[int, int]]:
-        """The parts of `text` to hide: token shapes and configured secrets, merged."""
-        found: list[tuple[int, int]] = []
-        for m in TOKEN_SHAPES.finditer(text):
-            group = next((g for g in _SHAPE_GROUPS if m.group(g) is not None), None)
-            start, end = m.span(group) if group else m.span()
-            if end > start:
-                found.append((start, end))
+        """The parts of `text` to hide: secret shapes, a whole high-entropy token, and
+        configured secrets, merged."""
+        found = list(secret_spans(text))
+        if high_entropy(text):
+            found.append((len(text) - len(text.lstrip()), len(text.rstrip())))
         for secret in self.secrets:
             at = text.find(secret)
             while at >= 0:
                 found.append((at, at + len(secret)))
                 at = text.find(secret, at + 1)
-        merged: list[tuple[int, int]] = []
-        for start, end in sorted(found):
-            if merged and start <= merged[-1][1]:
-                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-            else:
-                merged.append((start, end))
-        return merged
+        return merge_spans(found)
 
     def text(self, text: str) -> str:
         """`text` with its secret parts hidden; line breaks inside a hidden part are kept,
@@ -164,7 +149,7 @@ class Masker:
             return [self.value(v) for v in value]
         if isinstance(value, str):
             return self.text(value)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, int | float):  # bools too: a secret may read "True"
             return MASK if self.spans(str(value)) else value
         return value
 

@@ -97,10 +97,10 @@ def test_token_shapes_are_hidden_in_scripts_and_comments_and_nothing_else() -> N
 
 
 def test_a_secret_the_config_names_is_hidden_wherever_it_is_written() -> None:
-    text = "kind: Job\nspec:\n  command: [run, --password=hook-secret-42]\n# hook-secret-42\n"
+    text = "kind: Job\nspec:\n  command: [run, --sign=hook-secret-42]\n# hook-secret-42\n"
     source = masked_file("ml", "0" * 40, "jobs/x.yaml", text, secrets=["hook-secret-42"])
     assert "hook-secret-42" not in source.text
-    assert source.text.split("\n")[2].startswith("  command: [run, --password=")
+    assert source.text.split("\n")[2].startswith("  command: [run, --sign=")
     assert masked_file("ml", "0" * 40, "jobs/x.yaml", text).text == text
 
 
