@@ -38,7 +38,7 @@ def resolve_url(url: str | None, state_dir: Path | None) -> URL:
         if state_dir is None:
             raise ConfigError("--state: give a state database URL or a state directory")
         try:
-            Path(state_dir).mkdir(parents=True, exist_ok=True)
+            Path(state_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise ConfigError(f"--state: cannot create state directory {state_dir}: {exc}") from exc
         return URL.create("sqlite", database=str(Path(state_dir) / STATE_FILE))

@@ -22,6 +22,7 @@ from nodus_gitops.floor.errors import ConfigError
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.floor.redaction import mask_url_passwords
 from nodus_gitops.state import engine as engines
+from nodus_gitops.state import private
 from nodus_gitops.state.base import key_is, split_key, utc_now
 from nodus_gitops.state.deliveries import DeliveryStore
 from nodus_gitops.state.inventory import InventoryStore
@@ -75,8 +76,12 @@ class Store(InventoryStore, JournalStore, LeaseStore, DeliveryStore):
         Raises `ConfigError` naming `--state` for a bad URL, an unreachable database, or a
         database whose schema is newer than this code.
         """
+        if state_dir is not None and not read_only:
+            private.secure(Path(state_dir), private.secure_state_dir)
         resolved = engines.resolve_url(url, state_dir)
         label = engines.display(resolved)
+        if resolved.get_backend_name() == "sqlite" and not read_only:
+            private.secure(Path(resolved.database or ""), private.secure_database_file)
         engine = engines.create_state_engine(resolved, read_only=read_only)
         try:
             if read_only:
