@@ -9,6 +9,12 @@ two more, each a SQL condition so that the query still pages in SQL:
 `q` is the search box's text: the same filters written as words, `hello phase:Failed
 team=ml commit:0123abc` (a bare word is a substring of the name). It is parsed into the
 filters; the page's links carry the filters themselves, and the box shows them as words.
+
+Every search parameter is bounded before it reaches SQL (`check_bounds`): its length
+(MAX_QUERY_LENGTH), the number of its terms (MAX_TERMS: words, labels, phases) and the
+length of each (MAX_TERM_LENGTH). Past them the answer is a 400 naming the parameter and
+the limit, where SQLite would fail with "LIKE or GLOB pattern too complex" (a name over
+50,000 bytes) or "Expression tree is too large" (a thousand label terms).
 """
 
 from __future__ import annotations
@@ -34,6 +40,38 @@ _COMMIT = re.compile(r"^[0-9a-f]{4,40}$")
 _TERM = re.compile(r"^(!?)([^=!]+)(?:(==|=|!=)(.*))?$")
 # Words of `q` that name a filter, `phase:Failed`; the others are labels or the name.
 _FILTER_WORDS = ("kind", "phase", "repo", "project", "commit", "label", "name")
+
+# The bounds of a search: one parameter's whole text, its terms (a word of `q`, a label
+# term, a phase), and one term (a label's key, `/` prefix and value, 317 + 2 + 63).
+MAX_QUERY_LENGTH = 1_000
+MAX_TERMS = 20
+MAX_TERM_LENGTH = 400
+_BOUNDED = ("q", "name", "label", "phase", "commit", "repo", "kind", "project")
+_TERM_BREAK = re.compile(r"[\s,]+")
+
+
+class SearchLimitError(ValueError):
+    """A search past one of its bounds: which parameter, which limit, what was given."""
+
+    def __init__(self, parameter: str, limit: str, given: str) -> None:
+        super().__init__(f"{parameter}: at most {limit} ({given}); narrow the search")
+        self.parameter, self.limit = parameter, limit
+
+
+def check_bounds(params: Mapping[str, list[str]]) -> None:
+    """SearchLimitError for the first search parameter past a bound."""
+    for name in _BOUNDED:
+        values = params.get(name) or []
+        length = sum(len(v) for v in values)
+        if length > MAX_QUERY_LENGTH:
+            raise SearchLimitError(name, f"{MAX_QUERY_LENGTH:,} characters", f"{length:,} given")
+        terms = [t for v in values for t in _TERM_BREAK.split(v) if t]
+        if len(terms) > MAX_TERMS:
+            raise SearchLimitError(name, f"{MAX_TERMS} terms", f"{len(terms):,} given")
+        longest = max(terms, key=len, default="")
+        if len(longest) > MAX_TERM_LENGTH:
+            raise SearchLimitError(name, f"{MAX_TERM_LENGTH} characters a term",
+                                   f"one has {len(longest):,}")
 
 
 @dataclass(frozen=True)
@@ -95,6 +133,9 @@ class ResourceSearch(ResourceQuery):
 
     @classmethod
     def from_params(cls, params: Mapping[str, list[str]]) -> ResourceSearch:
+        """From a parsed query string; ValueError names the bad parameter (and
+        SearchLimitError the bound a parameter went past)."""
+        check_bounds(params)
         merged = {k: list(v) for k, v in params.items()}
         for name, value in parse_words(_last(params, "q") or "").items():
             if name == "label":
@@ -103,6 +144,8 @@ class ResourceSearch(ResourceQuery):
                 merged[name] = [value]
         base = super().from_params(merged)
         labels = tuple(t for v in merged.get("label") or [] for t in parse_selector(v))
+        if len(labels) > MAX_TERMS:  # `q`'s and `label`'s together
+            raise SearchLimitError("label", f"{MAX_TERMS} terms", f"{len(labels):,} given")
         commit = (_last(merged, "commit") or "").lower() or None
         if commit is not None and not _COMMIT.match(commit):
             raise ValueError(f"commit: {commit!r} is not 4 to 40 hex digits of a commit")
