@@ -14,6 +14,7 @@ from nodus_gitops.checks.github import MAX_OUTPUT_TEXT
 from nodus_gitops.checks.model import Annotation, CheckRun, CheckState, context_name
 from nodus_gitops.checks.review import PlanReview
 from nodus_gitops.floor.markdown_text import code, inline
+from nodus_gitops.floor.masking import Masker
 from nodus_gitops.floor.problems import Problem
 from nodus_gitops.floor.results import ActionType, SyncResult, counts_text
 from nodus_gitops.plan import Plan
@@ -23,20 +24,24 @@ MAX_LINES = 60  # of actions or problems in a summary; the rest is counted
 
 
 def _annotations(problems: Iterable[Problem]) -> tuple[Annotation, ...]:
-    return tuple(Annotation(p.file, max(p.line, 1), f"{p.kind}/{p.name}: {p.path}: {p.message}"
-                            if p.path else p.message) for p in problems)
+    masker = Masker()
+    return tuple(Annotation(p.file, max(p.line, 1), masker.text(
+        f"{p.kind}/{p.name}: {p.path}: {p.message}" if p.path else p.message))
+        for p in problems)
 
 
-def _problem_line(p: Problem) -> str:
+def _problem_line(p: Problem, masker: Masker) -> str:
+    """A problem's line; its message may quote a manifest's value, a secret's too."""
     where = f"- {code(f'{p.file}:{p.line}')}"
+    message = inline(masker.text(p.message))
     if p.path:
-        return (f"{where} {code(f'{p.kind}/{p.name}')}: {inline(p.path, then=':')}: "
-                f"{inline(p.message)}")
-    return f"{where} {inline(p.message)}"
+        return f"{where} {code(f'{p.kind}/{p.name}')}: {inline(p.path, then=':')}: {message}"
+    return f"{where} {message}"
 
 
 def _problem_lines(problems: list[Problem]) -> list[str]:
-    lines = [_problem_line(p) for p in problems[:MAX_LINES]]
+    masker = Masker()
+    lines = [_problem_line(p, masker) for p in problems[:MAX_LINES]]
     if len(problems) > MAX_LINES:
         lines.append(f"- ... and {len(problems) - MAX_LINES} more")
     return lines
@@ -73,7 +78,7 @@ def sync_check(binding_id: str, repo: str, commit: str, instance: str, result: s
         # Nothing was applied, or not as planned: never green, whatever the plan said.
         # The message may quote a manifest, or a backend's answer about one.
         return CheckRun(binding_id, repo, commit, context, CheckState.ERROR, "sync failed",
-                        inline(message) if message
+                        inline(Masker().text(message)) if message
                         else f"the sync ended as {result.value} before applying")
     lines = [f"Summary: {counts_text(summary)}", ""]
     if plan is not None:
@@ -108,10 +113,11 @@ def run_check(binding_id: str, repo: str, commit: str, instance: str,
     failed = [r for r in records if r.phase != "Succeeded"]
     total = sum(float(r.cost_usd or 0) for r in records)
     lines = [f"{len(records) - len(failed)} of {len(records)} succeeded; cost ${total:.2f}", ""]
+    masker = Masker()  # a backend's fix may quote a URL with its password
     for r in records:
         line = f"- {code(r.key.short)}: {inline(r.phase)}"
         if r.reason:
-            fix = f": {inline(r.fix)}" if r.fix else ""
+            fix = f": {inline(masker.text(r.fix))}" if r.fix else ""
             line += f" ({inline(r.reason, then=fix[:1])}{fix})"
         best = (r.status or {}).get("best") if r.key.kind == "Sweep" else None
         if best:

@@ -31,7 +31,9 @@ from typing import Any
 import yaml
 from nodus_gitops.checks.review import PlanReview
 from nodus_gitops.floor.markdown_text import code, fence, html_text, inline, one_line
+from nodus_gitops.floor.masking import Masker, mask_change
 from nodus_gitops.floor.problems import Problem
+from nodus_gitops.frozen import thaw
 from nodus_gitops.hosts.client import without_lone_surrogates
 from nodus_gitops.plan import Action, ActionType, Change, Plan
 
@@ -187,7 +189,7 @@ def _notes(review: PlanReview) -> list[str]:
 def _problem(p: Problem, target: Target) -> str:
     where = _file(p.file, max(p.line, 1), target, label=f"{p.file}:{p.line}")
     what = f"{code(f'{p.kind}/{p.name}')}: {inline(p.path, then=':')}: " if p.path else ""
-    return f"- {where} {what}{inline(p.message)}"
+    return f"- {where} {what}{inline(Masker().text(p.message))}"
 
 
 def _all(what: str, closing: str, opening: list[str],
@@ -223,8 +225,9 @@ def _diff(action: Action) -> str:
     named = ", ".join(paths[:SUMMARY_FIELDS]) + (
         f" and {len(paths) - SUMMARY_FIELDS} more" if len(paths) > SUMMARY_FIELDS else "")
     lines: list[str] = []
+    masker = Masker()
     for change in action.changes:
-        lines += _change_lines(change)
+        lines += _change_lines(_masked(masker, change))
     body = "\n".join(one_line(line) for line in lines)
     ticks = fence(body)
     return (f"<details><summary><code>{html.escape(one_line(action.key.short))}"
@@ -232,10 +235,19 @@ def _diff(action: Action) -> str:
             f"{body}\n{ticks}\n\n</details>")
 
 
-def _change_lines(change: Change) -> list[str]:
-    """The diff lines of one change, each starting with `-`, `+`, ` ` or `@@`."""
-    old, new = change.old, change.new
-    path = change.path.replace("\r", "\\r").replace("\n", "\\n")  # one line, as YAML would
+def _masked(masker: Masker, change: Change) -> dict[str, Any]:
+    """`change` as plain values, masked as the dashboard masks them (`spec.env.DB_PWD` by
+    its name, any value by its looks): a pull request's readers may be many more than the
+    manifest's."""
+    return mask_change(masker, {"path": change.path, "old": thaw(change.old),
+                                "new": thaw(change.new)})
+
+
+def _change_lines(change: dict[str, Any]) -> list[str]:
+    """The diff lines of one change (`path`, `old`, `new`), each starting with `-`, `+`,
+    ` ` or `@@`."""
+    old, new = change["old"], change["new"]
+    path = change["path"].replace("\r", "\\r").replace("\n", "\\n")  # one line, as YAML would
     if _short(old) and _short(new):
         lines = []
         if old is not None:
@@ -243,8 +255,8 @@ def _change_lines(change: Change) -> list[str]:
         if new is not None:
             lines.append(f"+ {path}: {_scalar(new)}")
         return lines
-    before = _yaml_lines(change.path, old) if old is not None else []
-    after = _yaml_lines(change.path, new) if new is not None else []
+    before = _yaml_lines(change["path"], old) if old is not None else []
+    after = _yaml_lines(change["path"], new) if new is not None else []
     diff = list(difflib.unified_diff(before, after, lineterm="", n=3))
     return [f"@@ {path} @@"] + [line for line in diff[2:] if not line.startswith("@@")]
 
