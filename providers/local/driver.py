@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import bisect
 import os
+import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -231,6 +232,19 @@ class JobDriver:
         if not is_terminal(self.phase):
             self.settle(now)
         self.flush(now)
+
+    def _stop_preparing(self) -> tuple[Phase, str | None, str] | None:
+        """Why the Job must stop while it is prepared (a fetch can take minutes): it was
+        cancelled, or its timeout (counted from its first Provisioning) passed."""
+        now = time.time()
+        self.read_control()
+        if self.desired == Phase.CANCELLED:
+            return Phase.CANCELLED, None, "cancelled: spec.state is Cancelled"
+        deadline = jobstate.timeout_time(self.st, self.timeout, now)
+        if deadline is not None and now >= deadline:
+            return (Phase.FAILED, Reason.DEADLINE_EXCEEDED,
+                    f"the Job ran longer than its timeout of {self.timeout:g}s")
+        return None
 
     def read_control(self) -> None:
         try:
@@ -545,9 +559,9 @@ class JobDriver:
             self.flush(now)  # show Provisioning while the source is fetched
         try:
             self.place = provisioning.provision(self.spec, self.run, self.settings, self.st,
-                                                self.event, now)
+                                                self.event, now, self._stop_preparing)
         except provisioning.ProvisionError as exc:
-            self._finish(Phase.FAILED, now, exc.reason, exc.message)
+            self._finish(exc.phase, time.time(), exc.reason, exc.message)
             self.st["fix"] = exc.fix or self.st["fix"]
             return False
         if first:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from nodus_gitops.floor.phases import Reason
+from nodus_gitops.floor.phases import Phase, Reason
 from nodus_gitops.providers.local import child, jobstate, placement, runfs
 from nodus_gitops.providers.local.placement import Placement
 from nodus_gitops.providers.local.rundir import RunDir
@@ -24,13 +24,20 @@ log = logging.getLogger("nodus_gitops.local")
 
 
 class ProvisionError(Exception):
-    """`fix`: what to change, when the reason's usual fix does not say it."""
+    """`fix`: what to change, when the reason's usual fix does not say it; `phase`: how
+    the Job ends (Failed, or Cancelled when it was cancelled while it was prepared)."""
 
-    def __init__(self, reason: Reason, message: str, fix: str | None = None):
+    def __init__(self, reason: Reason | None, message: str, fix: str | None = None,
+                 phase: Phase = Phase.FAILED):
         super().__init__(message)
         self.reason = reason
         self.message = message
         self.fix = fix
+        self.phase = phase
+
+
+# Why a Job being prepared must stop now (its phase, reason and message), else None.
+Stop = Callable[[], tuple[Phase, Reason | None, str] | None]
 
 
 def image_bin(spec: JobSpec, settings: dict[str, Any], first: bool, emit: Emit) -> str | None:
@@ -61,7 +68,7 @@ NO_FETCH_NETWORK_FIX = ("run nodus-gitops doctor to see what this host lacks for
 
 
 def _fetch_source(spec: JobSpec, run: RunDir, settings: dict[str, Any], sb: Sandbox,
-                  st: dict[str, Any], emit: Emit) -> None:
+                  st: dict[str, Any], emit: Emit, stop: Stop | None = None) -> None:
     """Fetch source.git; a failure of the network says one line to the Job (no oracle of
     the host's ports) and its detail to the reconciler's log (the supervisor's)."""
     from nodus_gitops.providers.local import source as git_source  # only Jobs with source.git
@@ -74,7 +81,11 @@ def _fetch_source(spec: JobSpec, run: RunDir, settings: dict[str, Any], sb: Sand
     try:
         st["source"], skipped = git_source.fetch(
             spec.source, run.source, sb, helpers["git"], settings.get("gitCaBundle"),
-            rules=rules, slirp=(sb.slirp or helpers.get("slirp4netns")) if sb.contained else None)
+            rules=rules, slirp=(sb.slirp or helpers.get("slirp4netns")) if sb.contained else None,
+            stop=stop)
+    except git_source.FetchStopped as exc:  # cancelled, or its timeout passed, meanwhile
+        phase, reason, message = exc.why
+        raise ProvisionError(reason, message, phase=phase) from None
     except git_source.SourceUnreachable as exc:
         log.warning("local backend: %s: source.git %s@%s: %s", run.path, spec.source.repo,
                     spec.source.ref, exc.detail)
@@ -131,9 +142,9 @@ def _inputs(spec: JobSpec, root: Path, sb: Sandbox) -> tuple[tuple[str, str], ..
 
 
 def provision(spec: JobSpec, run: RunDir, settings: dict[str, Any], st: dict[str, Any],
-              emit: Emit, now: float) -> Placement:
+              emit: Emit, now: float, stop: Stop | None = None) -> Placement:
     """Prepare the Job's runs; records status.source and what contains the runs;
-    raises ProvisionError."""
+    raises ProvisionError. `stop` says when a long step (the source's fetch) must end."""
     first = not st["prepared"]
     sb = Sandbox.from_dict(settings["sandbox"])
     if sb.contained and sb.problem:
@@ -155,7 +166,7 @@ def provision(spec: JobSpec, run: RunDir, settings: dict[str, Any], st: dict[str
                              "the other runtime directories (such as /src), or leave it "
                              "out to check out into workingDir") from None
     if spec.source and (st["source"] is None or not run.source.is_dir()):
-        _fetch_source(spec, run, settings, sb, st, emit)
+        _fetch_source(spec, run, settings, sb, st, emit, stop)
     if first:
         for note in place.notes:
             emit("WorkingDir", note, False)

@@ -52,7 +52,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from nodus_gitops.providers.local import child, procs, sandbox, untar, usernet
 from nodus_gitops.providers.local.fetch_addresses import (
@@ -139,6 +139,18 @@ class SourceUnreachable(SourceFetchError):
         self.detail = detail
 
 
+class FetchStopped(SourceFetchError):
+    """The fetch was ended because the Job must stop (`why`: what `stop` said)."""
+
+    def __init__(self, why: Any):
+        super().__init__("the fetch was stopped")
+        self.why = why
+
+
+Stop = Callable[[], Any]  # polled while git runs: a reason to end it now, else None
+STOP_POLL_SECONDS = 0.5
+
+
 class FetchNetworkUnavailable(SourceFetchError):
     """slirp4netns could not give a contained fetch its network: this host's doing, never
     the repository's (the message says what it printed)."""
@@ -207,10 +219,13 @@ def extract_limited(stream: IO[bytes], dest: Path, *, max_entries: int = MAX_ENT
 def fetch(source: GitSource, dest: Path, sb: Sandbox, git: str | None,
           ca_bundle: str | None = None, *, rules: AddressRules | None = None,
           slirp: str | None = None,
-          getaddrinfo: Resolver = socket.getaddrinfo) -> tuple[dict[str, str], int]:
+          getaddrinfo: Resolver = socket.getaddrinfo,
+          stop: Stop | None = None) -> tuple[dict[str, str], int]:
     """Unpack `source` at its resolved commit into `dest`. Returns (status.source, how
     many entries the data filter left out). `slirp`: slirp4netns, for a contained
-    fetch's network of its own (None: the host's)."""
+    fetch's network of its own (None: the host's). `stop` is asked every half second
+    while git runs: what it returns (the Job was cancelled, its timeout passed) ends the
+    fetch at once with FetchStopped."""
     url = repo_url(source.repo)
     ref = check_ref(source.ref)
     try:
@@ -259,7 +274,7 @@ def fetch(source: GitSource, dest: Path, sb: Sandbox, git: str | None,
             argv = ["/bin/sh", "-c", _SCRIPT, "nodus-fetch", git, url, ref, sys.executable,
                     UNTAR, str(unpacked), *limits]
             preexec, cwd = child.make_preexec(user=None), str(scratch)
-        commit, skipped = _run(argv, env, cwd, preexec, url, addresses, net)
+        commit, skipped = _run(argv, env, cwd, preexec, url, addresses, net, stop)
         if dest.exists():
             shutil.rmtree(dest)
         os.replace(unpacked, dest)
@@ -312,16 +327,19 @@ class _OwnNetwork:
 
 
 def _run(argv: list[str], env: dict[str, str], cwd: str, preexec: Callable[[], None],
-         url: str, addresses: list[str], net: _OwnNetwork | None) -> tuple[str, int]:
+         url: str, addresses: list[str], net: _OwnNetwork | None,
+         stop: Stop | None = None) -> tuple[str, int]:
     """Run the fetch script: (commit, entries skipped)."""
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=err, start_new_session=True,
                                 preexec_fn=preexec, pass_fds=net.pass_fds if net else ())
-        ended = _wait(proc, net)
+        ended, stopped = _wait(proc, net, stop)
         err.seek(0)
         commit, skipped, message = _report(err.read().decode(errors="replace"))
     rc = proc.returncode
+    if stopped is not None:
+        raise FetchStopped(stopped)
     if ended is not None:  # the fetch's own network could not be had: the host's doing
         raise FetchNetworkUnavailable(f"the fetch's network of its own (slirp4netns) {ended}")
     if rc == TOO_LARGE or (rc not in (untar.REFUSED, 0) and "No space left" in message):
@@ -337,11 +355,13 @@ def _run(argv: list[str], env: dict[str, str], cwd: str, preexec: Callable[[], N
     return commit, skipped
 
 
-def _wait(proc: subprocess.Popen, net: _OwnNetwork | None) -> str | None:
-    """Wait for the fetch to end (killed at FETCH_SECONDS); with a network of its own,
-    what became of slirp4netns when it ended the fetch (None: it did not)."""
+def _wait(proc: subprocess.Popen, net: _OwnNetwork | None,
+          stop: Stop | None = None) -> tuple[str | None, Any]:
+    """Wait for the fetch to end (killed at FETCH_SECONDS, or when `stop` gives a
+    reason): (what became of slirp4netns when it ended the fetch, None when it did not;
+    what `stop` said, None when it said nothing)."""
     deadline = time.monotonic() + FETCH_SECONDS
-    problem = None
+    problem, stopped = None, None
     if net is not None:
         try:
             net.start(proc.pid)
@@ -356,7 +376,9 @@ def _wait(proc: subprocess.Popen, net: _OwnNetwork | None) -> str | None:
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            select.select(watched, [], [], left)
+            select.select(watched, [], [], min(left, STOP_POLL_SECONDS) if stop else left)
+            if stop is not None and proc.poll() is None and (stopped := stop()) is not None:
+                break
             if net is not None and net.slirp is not None and net.slirp.ended() \
                     and proc.poll() is None:
                 problem = (f"ended (exit status {net.slirp.proc.returncode}) before the "
@@ -367,4 +389,4 @@ def _wait(proc: subprocess.Popen, net: _OwnNetwork | None) -> str | None:
         if proc.poll() is None:
             procs.signal_group(proc.pid, signal.SIGKILL)
         proc.wait()
-    return problem
+    return problem, stopped
