@@ -305,14 +305,15 @@ def test_a_redirect_is_not_followed(local_factory, https_git, test_host, tmp_pat
     assert https_git.server.requests == 0  # the redirect's target was never asked
 
 
-def children() -> list[str]:
-    """The names of this process's child processes."""
-    found = []
+def children(before: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's child processes (pid: name), less those in `before` (what earlier
+    tests of the session keep running: a pre-started supervisor, a server)."""
+    found = {}
     for task in Path("/proc/self/task").iterdir():
         for pid in (task / "children").read_text().split():
             with contextlib.suppress(OSError):
-                found.append(Path(f"/proc/{pid}/comm").read_text().strip())
-    return found
+                found[pid] = Path(f"/proc/{pid}/comm").read_text().strip()
+    return {pid: name for pid, name in found.items() if pid not in (before or {})}
 
 
 def local_sandbox(tmp_path: Path, **changes):
@@ -346,12 +347,13 @@ def test_git_connects_to_the_addresses_checked_never_resolving_again(https_git, 
     git = shutil.which("git")
     slirp = resolved["helpers"]["slirp4netns"] if sb.contained else None
     rules = addresses.AddressRules.of([NAME])
+    before = children()
     status, _ = source.fetch(GitSource(url, "main"), tmp_path / "out", sb, git,
                              str(https_git.ca), rules=rules, slirp=slirp,
                              getaddrinfo=resolver(https_git.host))
     assert (tmp_path / "out" / "a.txt").read_text() == "a" and status["commit"]
     assert asked == [NAME]
-    assert not children(), children()  # its slirp4netns was reaped with the fetch
+    assert not children(before), children(before)  # its slirp4netns was reaped with it
     seen = https_git.connections
     for n, address in enumerate(("127.0.0.1", "::1", "::ffff:127.0.0.1", "0.0.0.0",
                                  "169.254.169.254", "fe80::1")):
@@ -373,13 +375,14 @@ def test_a_slirp4netns_that_fails_never_lets_the_fetch_out_another_way(https_git
     connection made, and nothing is left running."""
     https_git.repo("code", {"a.txt": "a"}, tmp_path / "w")
     sb, _ = local_sandbox(tmp_path)
+    before = children()
     started = time.monotonic()
     with pytest.raises(source.FetchNetworkUnavailable, match="slirp4netns"):
         source.fetch(GitSource(https_git.url_for("code"), "main"), tmp_path / "out", sb,
                      shutil.which("git"), str(https_git.ca),
                      rules=addresses.AddressRules.of([https_git.host]), slirp="/bin/false")
     assert time.monotonic() - started < REFUSED_AT_ONCE
-    assert https_git.connections == 0 and not children()
+    assert https_git.connections == 0 and not children(before)
     assert not (tmp_path / "out").exists()
 
 
