@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
+from nodus_gitops.floor.destinations import refuse_special
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.providers.local.outputs import digest
 from nodus_gitops.remote import Client, RemoteError, resource_path
@@ -29,6 +30,8 @@ def copy_remote_output(client: Client, key: ResourceKey, output: str,
     (path written, size, sha256). RemoteError when the server refuses or the bytes that
     arrived are not the ones it recorded."""
     path = f"{resource_path(key)}/outputs/{quote(output, safe='/')}"
+    if not dest.is_dir():
+        refuse_special(dest)
     with tempfile.TemporaryDirectory(prefix=".nodus-cp-", dir=_parent(dest)) as work:
         received = Path(work) / "received"
         with client.reply("GET", path, TIMEOUT) as reply, received.open("wb") as out:
@@ -55,6 +58,7 @@ def copy_remote_output(client: Client, key: ResourceKey, output: str,
                               f"{sha[:12]}, not the recorded {recorded[:12]}; nothing was "
                               "written (try again)")
         target = dest / name if dest.is_dir() else dest
+        refuse_special(target)
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target)
         os.replace(copy, target)

@@ -42,7 +42,8 @@ python -m pip install -q --upgrade pip
 python -m pip install -q .
 
 # What this host can and cannot do for the local backend, before anything runs.
-nodus-gitops doctor || echo "doctor found a problem (above): Jobs will fail with the fix it names" >&2
+nodus-gitops doctor --repo . --path examples-repo \
+  || echo "doctor found a problem (above): Jobs will fail with the fix it names" >&2
 
 if ! $check; then
   exec nodus-gitops serve --repo . --path examples-repo --interval 5s "$@"

@@ -25,6 +25,7 @@ import os
 import shutil
 from pathlib import Path
 
+from nodus_gitops.floor.destinations import refuse_special
 from nodus_gitops.floor.errors import NotFoundError, PermanentError
 from nodus_gitops.floor.identity import ResourceKey
 from nodus_gitops.providers.jsonfiles import read_json
@@ -262,6 +263,7 @@ def copy_recorded(outputs_dir: Path, key: ResourceKey, output_name: str,
     src = stored_path(outputs_dir, key, output_name, record)
     if dest.is_dir():
         dest = dest / (Path(rel).name if rel else output_name)
+    refuse_special(dest)
     tmp = dest.with_name(f".{dest.name}.partial")
     if tmp.exists():
         shutil.rmtree(tmp) if tmp.is_dir() else tmp.unlink()

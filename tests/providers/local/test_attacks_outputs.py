@@ -265,3 +265,43 @@ def test_only_tmp_and_dev_shm_take_memory_and_both_are_capped(local):
     assert {d: seen[d] for d in ("/", "/nodus", "/dev")} == dict.fromkeys(
         ("/", "/nodus", "/dev"), "Read-only file system")
     assert seen["/tmp"] == seen["/dev/shm"] == 256 << 20
+
+
+def test_cp_never_replaces_a_device_a_fifo_a_socket_or_a_link(local, tmp_path):
+    """The copy takes its place by rename: over a device node (as root, /dev/null), a
+    FIFO or a symbolic link it would put a regular file in their place. It refuses, and
+    leaves each as it was; into a directory, or through a link to one, it still copies."""
+    import os
+    import socket
+    import stat
+
+    from nodus_gitops.floor.errors import ConfigError
+    from nodus_gitops.providers.local.outputs import copy_output
+
+    k = local.create("report", "open('/nodus/outputs/r.json', 'w').write('{}')",
+                     outputs=[{"name": "report", "path": "/nodus/outputs/r.json"}])
+    assert local.wait(k).phase == "Succeeded"
+    device, fifo, link, sock = (tmp_path / n for n in ("null", "fifo", "link", "sock"))
+    if os.geteuid() == 0:  # /dev/null's own numbers
+        os.mknod(device, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    os.mkfifo(fifo)
+    (tmp_path / "kept.json").write_text("kept")
+    link.symlink_to(tmp_path / "kept.json")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(sock))
+    try:
+        for dest in (device, fifo, link, sock):
+            if not os.path.lexists(dest):
+                continue
+            before = os.lstat(dest)
+            with pytest.raises(ConfigError, match="cp writes a regular file in its place"):
+                copy_output(local.root, k, "report", dest)
+            after = os.lstat(dest)
+            assert (after.st_mode, after.st_ino) == (before.st_mode, before.st_ino), dest
+    finally:
+        listener.close()
+    assert (tmp_path / "kept.json").read_text() == "kept"
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "to-dir").symlink_to(tmp_path / "dir")
+    copied, _, _ = copy_output(local.root, k, "report", tmp_path / "to-dir")
+    assert copied == tmp_path / "to-dir" / "r.json" and (tmp_path / "dir" / "r.json").exists()
