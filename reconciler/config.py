@@ -300,6 +300,10 @@ def load_settings(config_file: str | None = None, *, environ: Mapping[str, str] 
         budgets=budgets,
     )
     found = list(bindings)
+    if not isinstance(raw.get("repos") or [], list):
+        raise ConfigError(f"{config_file}: repos must be a list of repo bindings (each with "
+                          f"at least url), not {type(raw['repos']).__name__} "
+                          f"{str(raw['repos'])[:40]!r}")
     for i, item in enumerate(raw.get("repos") or []):
         found.append(binding_from_mapping(item, f"{config_file}: repos[{i}]",
                                           github_app=github_app))
@@ -312,7 +316,22 @@ def load_settings(config_file: str | None = None, *, environ: Mapping[str, str] 
     overrides = {k: v for k, v in (overrides or {}).items() if v is not None}
     if "state_dir" in overrides:
         overrides["state_dir"] = Path(overrides["state_dir"])
-    return replace(settings, **overrides)
+    settings = replace(settings, **overrides)
+    where = ("--listen" if "listen" in overrides else f"{ENV_PREFIX}LISTEN"
+             if environ.get(f"{ENV_PREFIX}LISTEN") else f"{config_file or 'the defaults'}: listen")
+    listen_address(settings.listen, where)
+    return settings
+
+
+def listen_address(listen: str, where: str = "--listen") -> tuple[str, int]:
+    """(host, port) of `HOST:PORT` (`[v6]:port` too; no host: 127.0.0.1); a ConfigError
+    naming `where` (the flag, the variable or the config's key) when it is not one."""
+    host, sep, port = str(listen).rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ConfigError(f"{where}: {listen!r} is not HOST:PORT with a port from 0 to "
+                          "65535 (for example 127.0.0.1:8080)")
+    return host, int(port)
 
 
 def _read_config(path: str) -> dict[str, Any]:

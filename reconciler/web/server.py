@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import uvicorn
+from nodus_gitops.config import listen_address
 from nodus_gitops.floor.errors import ConfigError
 from nodus_gitops.web import healthcheck
 from nodus_gitops.web.app import CSP, Dashboard
@@ -53,8 +54,7 @@ class Stop:
 
 def _bind(listen: str) -> socket.socket:
     """A listening socket for `host:port` (`[v6]:port` too; no host: 127.0.0.1)."""
-    host, _, port = listen.rpartition(":")
-    host = host.strip("[]") or "127.0.0.1"
+    host, port = listen_address(listen)
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         # IPPROTO_TCP by name: asyncio sets TCP_NODELAY on accepted connections only for
@@ -62,7 +62,7 @@ def _bind(listen: str) -> socket.socket:
         sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((host, int(port)))
+            sock.bind((host, port))
         except BaseException:
             sock.close()
             raise
