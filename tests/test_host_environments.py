@@ -10,21 +10,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import sysconfig
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.support.hostsim import HOSTSIM
-from tests.test_quickstart import clone_with_examples, free_port
+from tests.test_quickstart import clone_with_examples, free_port, serve_until
 
 pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="simulating a host mounts: needs root"),
@@ -54,36 +51,13 @@ class Host:
                 *self.python, *args]
 
     def serve_until_finished(self) -> list[dict]:
-        """`serve` on the examples until every one ended, then SIGTERM; the API's rows."""
+        """`serve` on the examples until every one ended; the API's rows."""
         port = free_port()
-        server = subprocess.Popen(
+        return serve_until(
             self.command("serve", "--repo", ".", "--path", "examples-repo", "--listen",
-                         f"127.0.0.1:{port}", "--interval", "1s"),
-            cwd=self.clone, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True)
-        rows: list[dict] = []
-        try:
-            deadline = time.monotonic() + 150
-            while time.monotonic() < deadline:
-                try:
-                    rows = httpx.get(f"http://127.0.0.1:{port}/api/v1/resources",
-                                     timeout=5).json()
-                except httpx.HTTPError:
-                    rows = []
-                if {(r["kind"], r["name"]) for r in rows} == EXAMPLES and all(
-                        r["phase"] in ("Succeeded", "Failed") for r in rows):
-                    break
-                assert server.poll() is None, server.stdout.read()  # type: ignore[union-attr]
-                time.sleep(0.5)
-        finally:
-            server.send_signal(signal.SIGTERM)
-            try:
-                out, _ = server.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                raise
-        assert server.returncode == 0 and "Traceback" not in out, out
-        return rows
+                         f"127.0.0.1:{port}", "--interval", "1s"), self.clone, self.env, port,
+            lambda rows: {(r["kind"], r["name"]) for r in rows} == EXAMPLES and all(
+                r["phase"] in ("Succeeded", "Failed") for r in rows), 150)
 
     def jobs(self) -> dict[str, dict]:
         got = self.run("get", "jobs", "-o", "json")

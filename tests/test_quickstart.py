@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -41,32 +42,28 @@ def clone_with_examples(tmp: Path) -> Path:
     return clone
 
 
-def test_serve_runs_every_example_to_succeeded(tmp_path: Path) -> None:
-    clone = clone_with_examples(tmp_path)
-    port = free_port()
-    env = {**os.environ, "NODUS_GITOPS_HOME": str(tmp_path / "state")}
-    server = subprocess.Popen(
-        [sys.executable, "-P", "-m", "nodus_gitops.cli", "serve", "--repo", ".", "--path",
-         "examples-repo", "--listen", f"127.0.0.1:{port}", "--interval", "1s"],
-        cwd=clone, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def serve_until(command: list[str], cwd: Path, env: dict[str, str], port: int,
+                finished: Callable[[list[dict]], bool], seconds: float,
+                while_serving: Callable[[], None] | None = None) -> list[dict]:
+    """Run `serve` (`command`, listening on `port`) until `finished` holds for the API's
+    resources (or `seconds` passed), call `while_serving`, then stop it with SIGTERM: it
+    must exit 0 without a traceback. The resources it served last."""
+    server = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    rows: list[dict] = []
     try:
-        deadline = time.monotonic() + 120
-        resources: list[dict] = []
+        deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             try:
-                resources = httpx.get(f"http://127.0.0.1:{port}/api/v1/resources",
-                                      timeout=5).json()
+                rows = httpx.get(f"http://127.0.0.1:{port}/api/v1/resources", timeout=5).json()
             except httpx.HTTPError:
-                resources = []
-            if len(resources) == 4 and all(r["phase"] == "Succeeded" for r in resources):
+                rows = []
+            if finished(rows):
                 break
-            assert server.poll() is None, server.stdout.read()
+            assert server.poll() is None, server.stdout.read()  # type: ignore[union-attr]
             time.sleep(0.5)
-        assert {(r["kind"], r["name"], r["phase"]) for r in resources} == {
-            ("Job", "hello", "Succeeded"), ("Job", "indexed-outputs", "Succeeded"),
-            ("Pipeline", "train-eval", "Succeeded"), ("Sweep", "batch-size", "Succeeded")}
-        page = httpx.get(f"http://127.0.0.1:{port}/", timeout=5)
-        assert page.status_code == 200 and "examples-repo" in page.text
+        if while_serving is not None:
+            while_serving()
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -74,8 +71,27 @@ def test_serve_runs_every_example_to_succeeded(tmp_path: Path) -> None:
         except subprocess.TimeoutExpired:
             server.kill()
             raise
-    assert server.returncode == 0, out
-    assert "Traceback" not in out
+    assert server.returncode == 0 and "Traceback" not in out, out
+    return rows
+
+
+def test_serve_runs_every_example_to_succeeded(tmp_path: Path) -> None:
+    clone = clone_with_examples(tmp_path)
+    port = free_port()
+    env = {**os.environ, "NODUS_GITOPS_HOME": str(tmp_path / "state")}
+
+    def dashboard_up() -> None:
+        page = httpx.get(f"http://127.0.0.1:{port}/", timeout=5)
+        assert page.status_code == 200 and "examples-repo" in page.text
+
+    resources = serve_until(
+        [sys.executable, "-P", "-m", "nodus_gitops.cli", "serve", "--repo", ".", "--path",
+         "examples-repo", "--listen", f"127.0.0.1:{port}", "--interval", "1s"], clone, env,
+        port, lambda rows: len(rows) == 4 and all(r["phase"] == "Succeeded" for r in rows),
+        120, dashboard_up)
+    assert {(r["kind"], r["name"], r["phase"]) for r in resources} == {
+        ("Job", "hello", "Succeeded"), ("Job", "indexed-outputs", "Succeeded"),
+        ("Pipeline", "train-eval", "Succeeded"), ("Sweep", "batch-size", "Succeeded")}
 
     cli = [sys.executable, "-P", "-m", "nodus_gitops.cli"]
     got = subprocess.run([*cli, "get", "-o", "json"], cwd=clone, env=env, text=True,

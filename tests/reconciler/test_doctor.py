@@ -14,7 +14,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-import pytest
 from nodus_gitops.cli import main
 from nodus_gitops.providers.local import hostcheck, limits
 from nodus_gitops.state.migrations import head
@@ -64,14 +63,6 @@ def pushed(repo: ManifestRepo) -> ManifestRepo:
     return repo
 
 
-@pytest.fixture
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """For doctor run in this process: no user config, no nodus-gitops variables."""
-    for name in [n for n in os.environ if n.startswith("NODUS_GITOPS_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def test_doctor_passes_on_this_machine_with_every_check(manifest_repo, tmp_path) -> None:

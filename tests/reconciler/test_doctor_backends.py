@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 from pathlib import Path
 
 import httpx
@@ -24,14 +23,6 @@ API = "https://nodus.test"
 KEY = "nk_doctor_0123456789abcdef"
 LISTS = {"jobs": "JobList", "pipelines": "PipelineList", "sweeps": "SweepList"}
 
-
-@pytest.fixture
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in [n for n in os.environ if n.startswith("NODUS_GITOPS_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
 
 
 def _config(path: Path, repo_url: str, provider: str, section: str) -> Path:

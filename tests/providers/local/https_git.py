@@ -30,6 +30,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures_git import _GitHttpHandler, _Server, git
+from tests.providers.local.test_network import host_address
 
 IP = "/usr/sbin/ip"
 NAME = "git.test.example"  # also in the certificate: a name only a test's resolver knows
@@ -128,16 +129,6 @@ def namespace_host() -> Iterator[TestHost]:
         subprocess.run([IP, "link", "del", outer], capture_output=True, timeout=30)
 
 
-def own_address() -> str | None:
-    """This machine's first IPv4 address that is not a loopback one (`hostname -I`)."""
-    try:
-        out = subprocess.run(["hostname", "-I"], capture_output=True, text=True,
-                             timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return next((a for a in out.split() if ":" not in a and not a.startswith("127.")), None)
-
-
 @pytest.fixture
 def test_host() -> Iterator[TestHost]:
     try:
@@ -146,7 +137,7 @@ def test_host() -> Iterator[TestHost]:
             return
     except (OSError, subprocess.SubprocessError):
         pass  # no namespace here: this machine's own address, below
-    address = own_address()
+    address = host_address()
     if address is None:
         pytest.skip("no network namespace can be made here and this machine has no "
                     "address but a loopback one")
