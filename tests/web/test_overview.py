@@ -6,6 +6,8 @@ HTTP against the seeded store and the seed's real Git repository."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -18,6 +20,27 @@ from nodus_gitops.web.overview_queries import Health, health
 from tests.web.seed import OPS_SHA, PROJECT, SHA1, SHA2, XSS_SCRIPT, Seeded
 
 ESCAPED_SCRIPT = "&lt;script&gt;alert(1)&lt;/script&gt;"
+
+
+@contextmanager
+def inventory_selects(store) -> Iterator[list[tuple[str, object]]]:
+    """The SELECTs of the inventory `store` runs meanwhile (SQL and parameters), each to
+    be checked against SQLite's query plan (after an ANALYZE, as a store in use has)."""
+    from sqlalchemy import event
+
+    with store._engine.begin() as conn:
+        conn.exec_driver_sql("ANALYZE")
+    seen: list[tuple[str, object]] = []
+
+    def record(conn: object, cursor: object, sql: str, params: object, *_: object) -> None:
+        if sql.lstrip().upper().startswith("SELECT") and "inventory" in sql:
+            seen.append((sql, params))
+
+    event.listen(store._engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        event.remove(store._engine, "before_cursor_execute", record)
 
 
 def repos(client: httpx.Client) -> dict[str, dict]:
@@ -227,22 +250,10 @@ def test_the_overview_reads_no_wide_rows(seeded: Seeded) -> None:
     a narrow index or the sync table; the inventory's rows (manifest and status JSON) only
     of failed resources, each found by id from the phase's index, to say why they failed."""
     from nodus_gitops.web import api
-    from sqlalchemy import event
 
     store = seeded.store
-    with store._engine.begin() as conn:
-        conn.exec_driver_sql("ANALYZE")
-    seen: list[tuple[str, object]] = []
-
-    def record(conn: object, cursor: object, sql: str, params: object, *_: object) -> None:
-        if sql.lstrip().upper().startswith("SELECT") and "inventory" in sql:
-            seen.append((sql, params))
-
-    event.listen(store._engine, "before_cursor_execute", record)
-    try:
+    with inventory_selects(store) as seen:
         assert {r["id"] for r in api.repos(seeded.service)} == {"ml-team", "ops"}
-    finally:
-        event.remove(store._engine, "before_cursor_execute", record)
     # The totals, the failed resources' reasons and the chosen one of each binding, and
     # the ml-team budget.
     assert len(seen) == 4

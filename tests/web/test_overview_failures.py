@@ -19,6 +19,7 @@ from nodus_gitops.web import overview_queries
 from nodus_gitops.web.overview_queries import Cause, Failures, cause_of, failures
 
 from tests.web.seed import PROJECT, SHA1, XSS_SCRIPT, Seeded
+from tests.web.test_overview import inventory_selects
 
 # As providers/local records it on a host where slirp4netns cannot run (settings.py,
 # sandbox.py): the problem as the message, its own fix.
@@ -137,27 +138,14 @@ def test_whose_problem_a_reason_is(reason: str | None, cause: Cause) -> None:
 
 def test_the_failure_query_searches_only_failed_resources(store: Store) -> None:
     """Like the Overview's other reads: never a scan of the inventory's wide rows."""
-    from sqlalchemy import event
-
     put(store, "examples", "Job", "hello", "Failed", "SandboxUnavailable", SLIRP_MESSAGE)
     phases = ("Succeeded", "Running", "Queued", "Cancelled")
     store.upsert_resources([InventoryRecord(
         key=ResourceKey("Job", "team", f"ok-{i}"), binding_id="fine",
         manifest={"kind": "Job", "spec": {"command": ["echo", "x" * 2000]}}, spec_hash="h",
         phase=phases[i % 4], status={"log": "y" * 2000}) for i in range(500)])
-    with store._engine.begin() as conn:
-        conn.exec_driver_sql("ANALYZE")
-    seen: list[tuple[str, object]] = []
-
-    def record(conn: object, cursor: object, sql: str, params: object, *_: object) -> None:
-        if sql.lstrip().upper().startswith("SELECT") and "inventory" in sql:
-            seen.append((sql, params))
-
-    event.listen(store._engine, "before_cursor_execute", record)
-    try:
+    with inventory_selects(store) as seen:
         assert set(overview_queries.failures(store)) == {"examples"}
-    finally:
-        event.remove(store._engine, "before_cursor_execute", record)
     assert seen
     with store._engine.connect() as conn:
         for sql, params in seen:
