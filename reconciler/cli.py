@@ -315,6 +315,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         except NodusGitopsError as e:
             print(f"nodus-gitops {args.command}: {e}", file=sys.stderr)
             code = getattr(e, "exit_code", EXIT_PROBLEMS)  # remote mode's own codes
+        except PermissionError as e:  # a state or a file of another user's (0700, 0600)
+            print(f"nodus-gitops {args.command}: {e.filename or 'a file'}: permission "
+                  "denied: run as the user that owns it, or name one this user can read "
+                  "(--state-dir, --config, the paths given)", file=sys.stderr)
+            code = EXIT_PROBLEMS
         sys.stdout.flush()  # a reader that went away shows here, not at exit
         return code
     except BrokenPipeError:

@@ -203,3 +203,20 @@ def test_the_simulation_leaves_the_machines_own_device_as_it_was() -> None:
     after = os.stat("/dev/net/tun")
     assert (after.st_mode, after.st_uid, after.st_rdev) == (before.st_mode, before.st_uid,
                                                              before.st_rdev)
+
+
+def test_a_user_who_cannot_read_the_state_is_told_so_without_a_traceback(host) -> None:
+    """The state directory is its owner's alone (0700): another user's `get` says which
+    path it could not read and what to do, and exits 1."""
+    h = host("--tun", "0600", user=NOBODY)
+    private = Path(tempfile.mkdtemp(prefix="nodus-private-", dir="/tmp"))  # root's, 0700
+    try:
+        (private / "state.db").write_text("")
+        for args in (("get", "--state-dir", str(private)),
+                     ("describe", "job/hello", "--state-dir", str(private))):
+            done = h.run(*args)
+            assert done.returncode == 1, done
+            assert "Traceback" not in done.stderr, done.stderr
+            assert f"{private}" in done.stderr and "permission denied" in done.stderr
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
