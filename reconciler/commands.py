@@ -127,17 +127,26 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from nodus_gitops.manifests import iter_manifest_files, outside_link
     from nodus_gitops.validation import resource_summary, validate_files
 
-    files, links = [], []
+    files, links, unreadable = [], [], []
     for target in args.paths:
         if not Path(target).exists():
             print(f"nodus-gitops validate: {target}: no such file or directory", file=sys.stderr)
             return EXIT_USAGE
         root = Path(target) if Path(target).is_dir() else Path(target).parent
-        for display, path in iter_manifest_files([target]):
+        for display, path in iter_manifest_files([target], unreadable):
             (links if outside_link(path, root) else files).append((display, path))
-    result = validate_files((display, path.read_bytes()) for display, path in files)
+    contents = []
+    for display, path in files:
+        try:
+            contents.append((display, path.read_bytes()))
+        except OSError as exc:  # a file this user may not read, /proc/self/mem
+            unreadable.append(display)
+            print(f"nodus-gitops validate: {display}: {exc.strerror}", file=sys.stderr)
+    result = validate_files(contents)
     result.problems.extend(Problem(display, 1, "", "", "", "a symbolic link to a file "
                                    "outside the tree: not read") for display, _ in links)
+    result.problems.extend(Problem(display, 1, "", "", "", "cannot be read by this user: "
+                                   "not validated") for display in unreadable)
     result.problems.sort()
     if args.output == "json":
         print(json.dumps({

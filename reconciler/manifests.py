@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -352,28 +353,40 @@ def is_manifest_path(path: str) -> bool:
     return path.endswith(MANIFEST_SUFFIXES)
 
 
-def iter_manifest_files(paths: Iterable[str | Path]) -> Iterator[tuple[str, Path]]:
+def iter_manifest_files(paths: Iterable[str | Path],
+                        unreadable: list[str] | None = None) -> Iterator[tuple[str, Path]]:
     """`(display path, path)` for every YAML file under the given files or directories,
-    in a stable order; hidden directories (`.git`) are skipped."""
+    in a stable order; hidden directories (`.git`) are skipped. A directory that cannot be
+    listed is added to `unreadable` (its display path), never passed over in silence."""
     for root in paths:
         root = Path(root)
         if root.is_file():
             yield str(root), root
             continue
         found = []
+        refused: list[OSError] = []
         resolved_root = root.resolve()
-        for path in root.rglob("*"):
-            rel = path.relative_to(root)
-            if any(part.startswith(".") for part in rel.parts[:-1]):
-                continue
-            if not is_manifest_path(path.name):
-                continue
-            if path.is_symlink() and not path.resolve().is_relative_to(resolved_root):
-                # Never read what a link points at outside the tree (Git does not
-                # follow links either); the caller reports it.
-                found.append((rel.as_posix(), path))
-            elif path.is_file():
-                found.append((rel.as_posix(), path))
+        for folder, dirs, names in os.walk(root, onerror=refused.append):
+            here = Path(folder)
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            for name in names:
+                path = here / name
+                if not is_manifest_path(name):
+                    continue
+                rel = path.relative_to(root)
+                if path.is_symlink() and not path.resolve().is_relative_to(resolved_root):
+                    # Never read what a link points at outside the tree (Git does not
+                    # follow links either); the caller reports it.
+                    found.append((rel.as_posix(), path))
+                elif path.is_file():
+                    found.append((rel.as_posix(), path))
+        if unreadable is not None:
+            unreadable += [_shown(root, Path(e.filename)) for e in refused if e.filename]
         for rel, path in sorted(found):
-            display = rel if str(root) in (".", "") else f"{root.as_posix().rstrip('/')}/{rel}"
-            yield display, path
+            yield _shown(root, root / rel), path
+
+
+def _shown(root: Path, path: Path) -> str:
+    """`path` as validate names it: relative to `root`, after the root as it was given."""
+    rel = path.relative_to(root).as_posix()
+    return rel if str(root) in (".", "") else f"{root.as_posix().rstrip('/')}/{rel}"

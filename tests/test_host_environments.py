@@ -220,3 +220,25 @@ def test_a_user_who_cannot_read_the_state_is_told_so_without_a_traceback(host) -
             assert f"{private}" in done.stderr and "permission denied" in done.stderr
     finally:
         shutil.rmtree(private, ignore_errors=True)
+
+
+def test_validate_names_what_this_user_cannot_read_and_never_says_valid(host) -> None:
+    """A folder or a file of the tree this user may not read is a problem of the run
+    (exit 1), not left out of a "valid" verdict."""
+    h = host(user=NOBODY)
+    tree = h.clone / "tree"
+    (tree / "closed").mkdir(parents=True)
+    (tree / "closed" / "bad.yaml").write_text("kind: Job\n")
+    (tree / "secret.yaml").write_text("kind: Job\n")
+    (tree / "ok.yaml").write_text((h.clone / "examples-repo" / "jobs" / "hello.yaml")
+                                  .read_text())
+    for path in (tree, tree / "closed", tree / "secret.yaml", tree / "ok.yaml"):
+        os.chown(path, 0, 0)  # root's: the ordinary user may not read two of them
+    (tree / "closed").chmod(0o700)
+    (tree / "secret.yaml").chmod(0o600)
+    done = h.run("validate", str(tree))
+    assert done.returncode == 1, done
+    assert "Traceback" not in done.stderr and "valid" not in done.stdout.split(":")[-1:]
+    shown = done.stdout + done.stderr
+    assert f"{tree}/closed:1: cannot be read by this user" in shown, shown
+    assert f"{tree}/secret.yaml:1: cannot be read by this user" in shown, shown
