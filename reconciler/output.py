@@ -10,6 +10,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.markdown_text import visible
 from nodus_gitops.floor.problems import Problem
 from nodus_gitops.floor.quantities import parse_usd
 from nodus_gitops.floor.results import ActionType
@@ -182,6 +183,8 @@ def table(rows: list[list[str]], headers: bool = True,
     the padding so that colour never moves a column."""
     if not rows:
         return ""
+    # a cell is data (a file name, a reason): a control in it must not drive the terminal
+    rows = [row if n == 0 else [visible(c) for c in row] for n, row in enumerate(rows)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     painted = painted or {}
 
@@ -372,13 +375,13 @@ def describe(r: InventoryRecord, events: list[EventRecord], parent: str | None =
     if r.reason:
         lines.append(f"Reason:      {r.reason}")
     if r.message:
-        lines.append(f"Message:     {r.message}")
+        lines.append(f"Message:     {visible(r.message)}")
     if r.fix:
         lines.append(f"Fix:         {r.fix}")
     sandbox = sandbox_text(r) if r.key.kind == "Job" else None
     if sandbox:
         lines.append(f"Sandbox:     {sandbox}")
-    lines += [f"Cost:        {money(r.cost_usd)}", f"Source:      {r.source_file} @ "
+    lines += [f"Cost:        {money(r.cost_usd)}", f"Source:      {visible(r.source_file)} @ "
               f"{(r.source_commit or '-')[:12]}", f"Spec hash:   {r.spec_hash or '-'}",
               f"Created:     {_iso(r.created_at)}", f"Finished:    {_iso(r.finished_at) or '-'}"]
     lines += [f"Note:        {note}" for note in notes or []]
@@ -393,7 +396,7 @@ def describe(r: InventoryRecord, events: list[EventRecord], parent: str | None =
         lines.append("  <none>")
     for e in sorted(events, key=lambda e: e.at):
         lines.append(f"  {e.at.strftime('%Y-%m-%d %H:%M:%S')}  {e.type:<7}  {e.reason:<14}  "
-                     f"{e.message}")
+                     f"{visible(e.message)}")
     return "\n".join(lines)
 
 

@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from nodus_gitops.floor.markdown_text import visible
+
 
 @dataclass(frozen=True, order=True)
 class Problem:
@@ -21,7 +23,9 @@ class Problem:
     def __str__(self) -> str:
         who = f"{self.kind or '?'}/{self.name or '?'}: " if (self.kind or self.name) else ""
         where = f"{self.path}: " if self.path else ""
-        return f"{self.file}:{self.line}: {who}{where}{self.message}"
+        # as a person reads it: a control in a file name or a value must not drive a
+        # terminal (as_dict keeps the text as written)
+        return visible(f"{self.file}:{self.line}: {who}{where}{self.message}")
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
