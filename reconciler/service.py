@@ -362,6 +362,10 @@ class Service:
             self.stopping.wait()
         finally:
             self.poll_now = None
+            # Paused first: APScheduler 3's loop could still hand a due job to an executor
+            # that shutdown had closed ("cannot schedule new futures after shutdown",
+            # logged with its traceback); paused, it submits nothing more.
+            scheduler.pause()
             scheduler.shutdown(wait=len(interrupts) < 2)  # a second signal: do not wait
             if stop_http:
                 stop_http()
