@@ -20,6 +20,7 @@ from nodus_gitops.checks.plan_markdown import Target, render
 from nodus_gitops.checks.review import PlanReview
 from nodus_gitops.floor import markdown_text
 from nodus_gitops.floor.identity import ResourceKey
+from nodus_gitops.floor.masking import Masker
 from nodus_gitops.floor.problems import Problem
 from nodus_gitops.plan import Action, ActionType, Change, Plan
 from nodus_gitops.state.records import InventoryRecord
@@ -131,11 +132,14 @@ def check_every_sink(t: dict[str, str], render_as: Callable[[str], View] = host_
     hostile_docs, benign_docs = sinks(t), sinks(benign(t))
     for where, doc in hostile_docs.items():
         fields = [f for f in shown_fields if f in _FIELDS_OF[where]]
-        texts = [t[f] for f in fields]
+        # a message and a fix are masked before they are written (`floor.masking`): what
+        # looks like a password in a URL is read as its mask, the rest as written
+        texts = [Masker().text(t[f]) if f in _MASKED else t[f] for f in fields]
         assert_text_only(render_as(doc), render_as(benign_docs[where]), texts, where)
     return hostile_docs
 
 
+_MASKED = ("message", "fix")
 # Which fields each sink shows as they are (the diff's values are shown as YAML).
 _FIELDS_OF = {
     "sync check of an invalid commit": ("file", "kind", "name", "path", "message"),
