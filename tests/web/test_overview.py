@@ -18,6 +18,7 @@ from nodus_gitops.state.records import InventoryRecord
 from nodus_gitops.web.overview_queries import Health, health
 
 from tests.web.seed import OPS_SHA, PROJECT, SHA1, SHA2, XSS_SCRIPT, Seeded
+from tests.web.test_queries import _statements as statements
 
 ESCAPED_SCRIPT = "&lt;script&gt;alert(1)&lt;/script&gt;"
 
@@ -26,21 +27,12 @@ ESCAPED_SCRIPT = "&lt;script&gt;alert(1)&lt;/script&gt;"
 def inventory_selects(store) -> Iterator[list[tuple[str, object]]]:
     """The SELECTs of the inventory `store` runs meanwhile (SQL and parameters), each to
     be checked against SQLite's query plan (after an ANALYZE, as a store in use has)."""
-    from sqlalchemy import event
-
     with store._engine.begin() as conn:
         conn.exec_driver_sql("ANALYZE")
     seen: list[tuple[str, object]] = []
-
-    def record(conn: object, cursor: object, sql: str, params: object, *_: object) -> None:
-        if sql.lstrip().upper().startswith("SELECT") and "inventory" in sql:
-            seen.append((sql, params))
-
-    event.listen(store._engine, "before_cursor_execute", record)
-    try:
+    with contextmanager(statements)(store) as every:
         yield seen
-    finally:
-        event.remove(store._engine, "before_cursor_execute", record)
+    seen += [(sql, params) for sql, params in every if "inventory" in sql]
 
 
 def repos(client: httpx.Client) -> dict[str, dict]:
