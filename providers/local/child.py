@@ -119,10 +119,16 @@ def _refused(path: str, walked: list[str], exc: OSError) -> OSError:
     return OSError(exc.errno, f"{path}: {where}: {os.strerror(exc.errno or 0)}")
 
 
-def _stage(sources: Sequence[str], filesystems: Sequence[tuple[str, str]] = (),
-           foreign: Sequence[str] = ()) -> None:
+def own_mount_namespace() -> None:
+    """Into a mount namespace of this process's own (a copy of the host's): nothing
+    mounted in it reaches the host, nor the host's later mounts it (root only)."""
     _check(_LIBC.unshare(_CLONE_NEWNS), "unshare a mount namespace")
     _check(_LIBC.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
+
+
+def _stage(sources: Sequence[str], filesystems: Sequence[tuple[str, str]] = (),
+           foreign: Sequence[str] = ()) -> None:
+    own_mount_namespace()
     runfs.prune(foreign)
     for image, point in filesystems:
         if not runfs.mounted(Path(point)):

@@ -41,18 +41,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nodus_gitops.providers.local import child
+from nodus_gitops.providers.local.hostcheck import TUN
 from nodus_gitops.providers.local.runuser import RunUser
 
 TAP = "tap0"
-TUN = "/dev/net/tun"
 TUN_STAGE = "/mnt"  # where the run user's node is made, in slirp4netns' own mount namespace
 SLEEP = "/bin/sleep"  # what a gang's namespace holder runs (coreutils, /bin on every Debian)
 MTU = "65520"
 READY_SECONDS = 30.0  # for the probe and a gang's network; a run's own never blocks
 _LIBC = ctypes.CDLL(None, use_errno=True)
 _CLONE_NEWNET = 0x40000000
-_CLONE_NEWNS = 0x00020000
-_MS_NOSUID, _MS_BIND, _MS_REC, _MS_PRIVATE = 2, 4096, 16384, 1 << 18
+_MS_NOSUID, _MS_BIND = 2, 4096
 
 
 def slirp_argv(slirp: str, pid: int, ready_fd: int, exit_fd: int) -> list[str]:
@@ -159,8 +158,7 @@ def own_tun_device(uid: int, gid: int) -> None:
     namespace, where the host's node, often `crw------- root` (devtmpfs' own mode where
     no udev rule widens it), is closed to the run user. Only this slirp4netns sees the
     node; the host's device and every other process keep theirs."""
-    _check(_LIBC.unshare(_CLONE_NEWNS), "unshare a mount namespace")
-    _check(_LIBC.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make / private")
+    child.own_mount_namespace()
     # a tmpfs of this namespace's own holds the node (the state directory may be nodev)
     _check(_LIBC.mount(b"tmpfs", TUN_STAGE.encode(), b"tmpfs", _MS_NOSUID,
                        b"mode=0700,size=4k"), f"mount a tmpfs on {TUN_STAGE}")
